@@ -1,0 +1,35 @@
+"""ember: a small deep-learning framework on NumPy with PyTorch's API.
+
+`import ember as torch` runs ordinary PyTorch code for everything ember covers.
+"""
+import warnings as _warnings
+
+from ._dtype import (bool, double, dtype, float, float16, float32, float64, get_default_dtype, half, int, int8,  # noqa: A004
+                     int16, int32, int64, long, set_default_dtype, short, uint8)
+from ._tensor import Tensor
+from .backend import device
+from . import ops as _ops  # binds the Tensor methods and operators
+from . import autograd
+from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from ._creation import (Generator, arange, as_tensor, bernoulli, default_generator, empty, empty_like, eye,
+                        from_numpy, full, full_like, get_rng_state, initial_seed, linspace, logspace, manual_seed,
+                        multinomial, normal, ones, ones_like, rand, rand_like, randint, randint_like, randn,
+                        randn_like, randperm, seed, set_rng_state, tensor, zeros, zeros_like)
+from .ops.arithmetic import (add, allclose, bitwise_and, bitwise_or, bitwise_xor, div, divide, eq, equal,
+                             floor_divide, fmod, ge, gt, isclose, le, lerp, logical_and, logical_or, logical_xor, lt,
+                             maximum, minimum, mul, multiply, ne, pow, remainder, sub, subtract, true_divide, where)
+from .ops.unary import (abs, absolute, bitwise_not, ceil, clamp, clamp_max, clamp_min, clip, cos, erf, erfc, exp,
+                        expm1, fix, floor, isfinite, isinf, isnan, log, log1p, log2, log10, logical_not, nan_to_num,
+                        neg, negative, reciprocal, relu, round, rsqrt, sigmoid, sign, sin, sqrt, square, tan, tanh,
+                        trunc)
+from .ops.convert import clone
+from .ops.reduce import *  # noqa: F401,F403
+from .ops.shape import *  # noqa: F401,F403
+from .ops.linalg import *  # noqa: F401,F403
+from . import cuda
+
+# NumPy's floating-point warnings (log(0), x/0, overflow) are PyTorch's silent inf/NaN:
+# silence them for ember's own calls only, leaving the user's NumPy code untouched.
+_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"ember(\.|$)")
+
+__version__ = "0.1.0"

@@ -1,0 +1,388 @@
+"""Tensor: an array, its gradient and its place in the autograd graph.
+
+The class holds only state and the methods that are not ops; every differentiable
+operation (arithmetic, reductions, indexing, ...) is defined in `ember.ops` and bound
+onto `Tensor` there, so that one file holds each op's forward and backward.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _dtype as dt
+from . import backend
+
+_new = object.__new__
+_ndarray = np.ndarray
+
+
+class Tensor:
+    """A multi-dimensional array with reverse-mode automatic differentiation.
+
+    Attributes mirror PyTorch: `data` (the backing array), `grad`, `requires_grad`,
+    `grad_fn` (the graph node that produced it; None for leaves), `is_leaf`, `name`.
+    """
+
+    __slots__ = ("data", "grad", "requires_grad", "_edge", "_version", "_base", "name", "_hooks", "__weakref__")
+    __array_priority__ = 1000
+
+    def __init__(self, *args, requires_grad: bool = False, dtype=None, device=None) -> None:
+        # PyTorch's legacy constructor: Tensor(data) copies data as float32; Tensor(2, 3) is uninitialised.
+        if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+            arr = _to_array(args[0], dt.np_dtype(dtype) if dtype is not None else dt.NP_DEFAULT_FLOAT, "Tensor")
+        else:
+            arr = np.empty(_shape_arg(args, "Tensor"), dt.np_dtype(dtype) if dtype is not None else dt.NP_DEFAULT_FLOAT)
+        if device is not None and backend.device(device) != backend.CPU:
+            arr = backend.module_for(backend.device(device)).asarray(arr)
+        _init(self, arr, False, None)
+        if requires_grad:
+            self.requires_grad_(True)
+
+    # ------------------------------------------------------------------ metadata
+    @property
+    def shape(self) -> tuple:
+        return self.data.shape
+
+    def size(self, dim: int | None = None):
+        """The shape, or the length of dimension `dim`."""
+        if dim is None:
+            return self.data.shape
+        return self.data.shape[_dim(dim, self.data.ndim, "size")]
+
+    def dim(self) -> int:
+        return self.data.ndim
+
+    ndim = property(dim)
+
+    def ndimension(self) -> int:
+        return self.data.ndim
+
+    def numel(self) -> int:
+        return self.data.size
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self.data.itemsize
+
+    @property
+    def dtype(self) -> dt.dtype:
+        return dt.FROM_NP[self.data.dtype]
+
+    @property
+    def device(self) -> backend.device:
+        return backend.device_of(self.data)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def is_floating_point(self) -> bool:
+        return self.data.dtype.kind == "f"
+
+    def is_contiguous(self) -> bool:
+        return self.data.flags.c_contiguous
+
+    @property
+    def grad_fn(self):
+        e = self._edge
+        return e.node if type(e) is Slot else e
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._edge is None
+
+    @property
+    def _version_count(self) -> int:
+        return self._version[0]
+
+    @property
+    def retains_grad(self) -> bool:
+        e = self._edge
+        if e is None:
+            return False
+        node, nr = (e.node, e.nr) if type(e) is Slot else (e, 0)
+        return node._retain is not None and nr in node._retain
+
+    # ------------------------------------------------------------------ conversion
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The backing NumPy array (shared memory, as in PyTorch)."""
+        if self.requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        if type(self.data) is not _ndarray:
+            if not force:
+                raise TypeError(f"can't convert {self.device} tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.")
+            return self.data.get()
+        return self.data
+
+    def __array__(self, dtype=None, copy=None):
+        if self.requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # NumPy operators and ufuncs that mix arrays and Tensors run as ember ops (np_array + t -> Tensor).
+        from .ops import numpy_ufunc
+        return numpy_ufunc(ufunc, method, inputs, kwargs)
+
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        if self.data.size != 1:
+            raise RuntimeError(f"a Tensor with {self.data.size} elements cannot be converted to Scalar")
+        return self.data.item()
+
+    def tolist(self):
+        return self.data.tolist()
+
+    def __bool__(self) -> bool:
+        if self.data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {'no' if self.data.size == 0 else 'more than one'} value is ambiguous")
+        return bool(self.data)
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.data.dtype.kind not in "iub" or self.data.size != 1:
+            raise TypeError(f"only integer tensors of a single element can be converted to an index, got {self.dtype} of shape {tuple(self.shape)}")
+        return int(self.data)
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
+    __hash__ = object.__hash__  # == is elementwise, so hash by identity as PyTorch does
+
+    def __len__(self) -> int:
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.data.shape[0]
+
+    def __iter__(self):
+        if self.data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __reduce_ex__(self, protocol):
+        # pickling (e.g. DataLoader workers) keeps data, requires_grad and name; never the graph
+        return (_rebuild, (self.numpy(force=True), self.requires_grad, self.name))
+
+    def __deepcopy__(self, memo):
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at the moment. "
+                               "If you were attempting to deepcopy a module, this may be because of a torch.nn.utils.weight_norm usage")
+        t = _new(type(self))
+        _init(t, self.data.copy(), self.requires_grad, None)
+        t.name = self.name
+        if self.grad is not None:
+            t.grad = self.grad.__deepcopy__(memo)
+        memo[id(self)] = t
+        return t
+
+    # ------------------------------------------------------------------ autograd
+    def backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False, inputs=None) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's `.grad` (or only `inputs`')."""
+        from .autograd.engine import backward
+        backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if requires_grad and self.data.dtype.kind != "f":
+            raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got {self.dtype}")
+        if not requires_grad and self._edge is not None:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use a computed "
+                               "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach().")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def detach(self) -> "Tensor":
+        """A new leaf sharing this tensor's data (and version counter), outside the graph."""
+        t = _new(Tensor)
+        _init(t, self.data, False, None)
+        t._version = self._version
+        t._base = self._base if self._base is not None else self
+        return t
+
+    def detach_(self) -> "Tensor":
+        self._edge = None
+        self.requires_grad = False
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep `.grad` on this non-leaf tensor after backward."""
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        e = self._edge
+        if e is None:
+            return  # leaves always keep their grad
+        import weakref
+        node, nr = (e.node, e.nr) if type(e) is Slot else (e, 0)
+        if node._retain is None:
+            node._retain = {}
+        node._retain[nr] = weakref.ref(self)
+
+    def register_hook(self, hook) -> "RemovableHandle":
+        """Call `hook(grad)` when this tensor's gradient is computed; a non-None return replaces the gradient."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        e = self._edge
+        if e is None:
+            if self._hooks is None:
+                self._hooks = []
+            hooks = self._hooks
+        else:
+            node, nr = (e.node, e.nr) if type(e) is Slot else (e, 0)
+            if node._pre_hooks is None:
+                node._pre_hooks = {}
+            hooks = node._pre_hooks.setdefault(nr, [])
+        hooks.append(hook)
+        return RemovableHandle(hooks, hook)
+
+    # ------------------------------------------------------------------ repr
+    def __repr__(self) -> str:
+        from ._format import format_tensor
+        return format_tensor(self)
+
+    def __format__(self, spec: str) -> str:
+        if self.data.ndim == 0 and spec:
+            return self.item().__format__(spec)
+        return repr(self)
+
+
+class Slot:
+    """Edge to output `nr` of a node with several outputs (single-output nodes are their own edge)."""
+
+    __slots__ = ("node", "nr")
+
+    def __init__(self, node, nr: int) -> None:
+        self.node, self.nr = node, nr
+
+
+class RemovableHandle:
+    """Returned by `register_hook`: `remove()` unregisters the hook."""
+
+    __slots__ = ("_hooks", "_hook")
+
+    def __init__(self, hooks: list, hook) -> None:
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        try:
+            self._hooks.remove(self._hook)
+        except ValueError:
+            pass
+
+    def __enter__(self) -> "RemovableHandle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
+def _init(t: Tensor, data, requires_grad: bool, edge) -> None:
+    t.data = data
+    t.grad = None
+    t.requires_grad = requires_grad
+    t._edge = edge
+    t._version = [0]
+    t._base = None
+    t.name = None
+    t._hooks = None
+
+
+def make(data, requires_grad: bool = False, edge=None) -> Tensor:
+    """Wrap an array (already of the right dtype) in a new Tensor: the hot path of every op."""
+    t = _new(Tensor)
+    t.data = data
+    t.grad = None
+    t.requires_grad = requires_grad
+    t._edge = edge
+    t._version = [0]
+    t._base = None
+    t.name = None
+    t._hooks = None
+    return t
+
+
+def _rebuild(data, requires_grad, name):
+    t = make(data)
+    if requires_grad:
+        t.requires_grad = True
+    t.name = name
+    return t
+
+
+def _dim(d, ndim: int, op: str) -> int:
+    """Normalise a possibly negative dimension index, with PyTorch's error when out of range."""
+    try:
+        d = d.__index__()
+    except AttributeError:
+        raise TypeError(f"{op}(): dim must be an int, got {type(d).__name__}") from None
+    n = ndim if ndim > 0 else 1
+    if not -n <= d < n:
+        raise IndexError(f"{op}(): Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
+    return d % n if ndim > 0 else 0
+
+
+def _shape_arg(args, op: str) -> tuple:
+    """Accept f(2, 3), f((2, 3)), f([2, 3]) or f(Size) as a shape, as PyTorch does."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = args[0]
+    try:
+        shape = tuple(a.__index__() for a in args)
+    except (AttributeError, TypeError):
+        raise TypeError(f"{op}(): size must be a tuple of ints, got {args!r}") from None
+    for s in shape:
+        if s < 0:
+            raise RuntimeError(f"{op}(): trying to create tensor with negative dimension {s}: {list(shape)}")
+    return shape
+
+
+def _to_array(data, np_dtype, op: str):
+    """Convert user data (nested lists, numbers, arrays, Tensors) to an array; np_dtype None infers as PyTorch does."""
+    if isinstance(data, Tensor):
+        data = data.data
+        return data.astype(np_dtype, copy=False) if np_dtype is not None else data
+    if type(data) is not _ndarray and hasattr(data, "__cuda_array_interface__"):
+        return data if np_dtype is None else data.astype(np_dtype, copy=False)
+    if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat_first(data)):
+        data = _untensor(data)
+    try:
+        arr = np.asarray(data)
+    except ValueError as e:
+        raise ValueError(f"{op}(): could not convert data to a tensor ({e}); nested sequences must be rectangular") from None
+    if arr.dtype == object:
+        raise TypeError(f"{op}(): could not infer dtype of {type(data).__name__}; data must be numbers, "
+                        f"(nested) lists of numbers or arrays")
+    if np_dtype is None:
+        k = arr.dtype.kind
+        if k == "f":
+            if not isinstance(data, np.ndarray) and not isinstance(data, np.generic):
+                np_dtype = dt.NP_DEFAULT_FLOAT  # Python floats become the default dtype
+        elif k in "iu":
+            if not isinstance(data, (np.ndarray, np.generic)):
+                np_dtype = dt.NP_INT64
+            elif arr.dtype not in dt.FROM_NP:
+                np_dtype = dt.NP_INT64
+        elif k == "b":
+            pass
+        else:
+            raise TypeError(f"{op}(): unsupported data type {arr.dtype}; ember supports bool, integer and float data")
+        if np_dtype is None and arr.dtype not in dt.FROM_NP:
+            raise TypeError(f"{op}(): unsupported NumPy dtype {arr.dtype}; use one of {', '.join(d.name for d in dt.ALL)}")
+    return arr if np_dtype is None else arr.astype(np_dtype, copy=False)
+
+
+def _flat_first(data):
+    while isinstance(data, (list, tuple)) and data:
+        yield data[0]
+        data = data[0]
+
+
+def _untensor(data):
+    if isinstance(data, Tensor):
+        return data.data
+    if isinstance(data, (list, tuple)):
+        return [_untensor(x) for x in data]
+    return data

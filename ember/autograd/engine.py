@@ -1,0 +1,325 @@
+"""The reverse-mode engine: `backward` and `grad`.
+
+Iterative, never recursive. One pass counts, for every node reachable from the roots,
+how many edges point at it; the second runs a node as soon as all of its consumers
+have delivered their gradients (count reaches zero), so each node runs exactly once, in
+a valid order, however the graph branches and joins. Gradients reaching the same node
+are summed; leaves accumulate into `.grad`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._tensor import Slot, Tensor, make
+from .function import FREED, Node
+from .grad_mode import MODE
+
+
+def _as_list(x, what: str) -> list:
+    if isinstance(x, Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return list(x)
+    raise TypeError(f"{what} must be a Tensor or a sequence of Tensors, got {type(x).__name__}")
+
+
+def _root_grads(outputs: list, grads, create_graph: bool, op: str) -> list:
+    if grads is None:
+        grads = [None] * len(outputs)
+    grads = _as_list(grads, "grad_tensors") if not isinstance(grads, list) else grads
+    if len(grads) != len(outputs):
+        raise RuntimeError(f"{op}: got {len(grads)} gradients for {len(outputs)} outputs; pass one per output")
+    out = []
+    for i, (t, g) in enumerate(zip(outputs, grads)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: outputs[{i}] must be a Tensor, got {type(t).__name__}")
+        if g is None:
+            if t.data.size != 1:
+                raise RuntimeError(f"grad can be implicitly created only for scalar outputs; {op} got an output of shape "
+                                   f"{list(t.shape)}: pass gradient=<tensor of that shape> (e.g. ones_like(output))")
+            g = make(np.ones_like(t.data))
+        else:
+            if not isinstance(g, Tensor):
+                from .. import ops
+                g = ops.as_tensor_like(g, t)
+            if g.shape != t.shape:
+                raise RuntimeError(f"{op}: Mismatch in shape: grad_output[{i}] has a shape of {list(g.shape)} and output[{i}] "
+                                   f"has a shape of {list(t.shape)}")
+            if not create_graph and g.requires_grad:
+                g = g.detach()
+        out.append(g)
+    return out
+
+
+def backward(tensors, grad_tensors=None, retain_graph: bool | None = None, create_graph: bool = False, inputs=None) -> None:
+    """Accumulate gradients of `tensors` into the `.grad` of the leaves (or of `inputs`)."""
+    tensors = _as_list(tensors, "tensors")
+    if retain_graph is None:
+        retain_graph = create_graph
+    grads = _root_grads(tensors, grad_tensors, create_graph, "backward")
+    if inputs is not None:
+        inputs = _as_list(inputs, "inputs")
+        if not inputs:
+            raise RuntimeError("backward: 'inputs' argument to backward() cannot be empty.")
+    _check_roots(tensors)
+    _run(tensors, grads, retain_graph, create_graph, inputs, accumulate=True)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, create_graph: bool = False,
+         allow_unused: bool | None = None, materialize_grads: bool = False) -> tuple:
+    """Return d(outputs)/d(inputs) (vector-Jacobian products with `grad_outputs`) without touching `.grad`."""
+    outputs = _as_list(outputs, "outputs")
+    inputs = _as_list(inputs, "inputs")
+    if not inputs:
+        raise RuntimeError("grad requires at least one input")
+    for i, t in enumerate(inputs):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"grad: inputs[{i}] must be a Tensor, got {type(t).__name__}")
+        if not t.requires_grad:
+            raise RuntimeError(f"One of the differentiated Tensors (inputs[{i}], shape {list(t.shape)}) does not require grad")
+    if retain_graph is None:
+        retain_graph = create_graph
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    grads = _root_grads(outputs, grad_outputs, create_graph, "grad")
+    _check_roots(outputs)
+    result = _run(outputs, grads, retain_graph, create_graph, inputs, accumulate=False)
+    for i, g in enumerate(result):
+        if g is None:
+            if materialize_grads:
+                result[i] = make(np.zeros_like(inputs[i].data))
+            elif not allow_unused:
+                raise RuntimeError(f"One of the differentiated Tensors (inputs[{i}], shape {list(inputs[i].shape)}) appears to "
+                                   f"not have been used in the graph. Set allow_unused=True if this is the desired behavior.")
+    return tuple(result)
+
+
+def _check_roots(outputs: list) -> None:
+    for i, t in enumerate(outputs):
+        if not t.requires_grad:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn "
+                               f"(shape {list(t.shape)}); did you compute it under no_grad, or forget requires_grad=True on an input?")
+
+
+def _key(e):
+    """(node, output index) of a non-leaf edge."""
+    return (e.node, e.nr) if type(e) is Slot else (e, 0)
+
+
+def _run(roots: list, root_grads: list, retain_graph: bool, create_graph: bool, inputs, accumulate: bool):
+    run = _Run(inputs, accumulate, create_graph, root_grads)
+
+    # --- pass 1: count the edges into every reachable node
+    deps: dict = {}
+    order: list = []  # discovery order, used to prune nodes that reach no target
+    stack = []
+    for t in roots:
+        e = t._edge
+        if e is not None:
+            n = e.node if type(e) is Slot else e
+            if n not in deps:
+                deps[n] = 0
+                stack.append(n)
+    while stack:
+        n = stack.pop()
+        order.append(n)
+        for e in n.next:
+            if e is None or isinstance(e, Tensor):
+                continue
+            if type(e) is Slot:
+                e = e.node
+            if e in deps:
+                deps[e] += 1
+            else:
+                deps[e] = 1
+                stack.append(e)
+    needed = None if inputs is None else run.needed_nodes(order, deps)
+
+    # --- pass 2: run each node once all its consumers have delivered
+    buffers: dict = {}
+    prev_mode = MODE.grad
+    MODE.grad = create_graph  # backward formulas are ember ops: recorded only for higher-order grads
+    try:
+        for t, g in zip(roots, root_grads):
+            e = t._edge
+            if e is None:  # a leaf as a root: its gradient is the seed itself
+                run.deliver_leaf(t, g)
+            else:
+                _add_to_buffer(buffers, e, g)
+        ready = [n for n in deps if deps[n] == 0]
+        while ready:
+            node = ready.pop()
+            g = buffers.pop(node, None)
+            grads = None
+            if g is not None:
+                if node._pre_hooks is not None or node._retain is not None or run.node_targets:
+                    g = run.pre_hooks(node, g)
+                if needed is None or node in needed:
+                    grads = node._backward(g)
+                    if MODE.anomaly:
+                        _check_anomaly(node, grads)
+                    if node._post_hooks:
+                        for h in node._post_hooks:
+                            r = h(grads, g if isinstance(g, list) else [g])
+                            if r is not None:
+                                grads = tuple(r)
+            if not retain_graph:
+                node._free()
+            for i, e in enumerate(node.next):
+                if e is None:
+                    continue
+                gi = grads[i] if grads is not None else None
+                if isinstance(e, Tensor):
+                    if gi is not None:
+                        run.deliver_leaf(e, gi)
+                    continue
+                if gi is not None:
+                    _add_to_buffer(buffers, e, gi)
+                n = e.node if type(e) is Slot else e
+                deps[n] -= 1
+                if deps[n] == 0:
+                    ready.append(n)
+    finally:
+        MODE.grad = prev_mode
+    return run.captured
+
+
+def _add_to_buffer(buffers: dict, e, g) -> None:
+    if type(e) is Slot:
+        node, nr = e.node, e.nr
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * node.n_out
+        buf[nr] = g if buf[nr] is None else buf[nr] + g
+    else:
+        old = buffers.get(e)
+        buffers[e] = g if old is None else old + g
+
+
+class _Run:
+    """State of one backward pass: which gradients are wanted and where they go."""
+
+    def __init__(self, inputs, accumulate: bool, create_graph: bool, root_grads: list) -> None:
+        self.inputs, self.accumulate, self.create_graph = inputs, accumulate, create_graph
+        # arrays the caller holds: never stored as a .grad without a copy
+        self.stolen = {id(g.data) for g in root_grads}
+        self.leaf_targets = self.node_targets = self.captured = None
+        if inputs is not None:
+            self.captured = [None] * len(inputs)
+            self.leaf_targets, self.node_targets = {}, {}
+            for i, t in enumerate(inputs):
+                if t._edge is None:
+                    self.leaf_targets.setdefault(id(t), []).append(i)
+                else:
+                    self.node_targets.setdefault(_key(t._edge), []).append(i)
+
+    def needed_nodes(self, order: list, deps: dict) -> set:
+        """Nodes whose backward leads to a requested input (the others need not run)."""
+        count = dict(deps)
+        topo = [n for n in order if count[n] == 0]  # Kahn's order from the roots down
+        i = 0
+        while i < len(topo):
+            for e in topo[i].next:
+                if e is None or isinstance(e, Tensor):
+                    continue
+                n = e.node if type(e) is Slot else e
+                count[n] -= 1
+                if count[n] == 0:
+                    topo.append(n)
+            i += 1
+        needed: set = set()
+        target_nodes = {n for (n, _) in self.node_targets}
+        for n in reversed(topo):  # children before parents
+            for e in n.next:
+                if e is None:
+                    continue
+                if isinstance(e, Tensor):
+                    hit = id(e) in self.leaf_targets
+                else:
+                    c = e.node if type(e) is Slot else e
+                    hit = c in needed or c in target_nodes
+                if hit:
+                    needed.add(n)
+                    break
+        return needed
+
+    def pre_hooks(self, node: Node, g):
+        """Tensor hooks on this node's outputs, then retain_grad, then capture of requested grads."""
+        hooks, retain, targets = node._pre_hooks, node._retain, self.node_targets
+        multi = isinstance(g, list)
+        gs = g if multi else [g]
+        for nr, gn in enumerate(gs):
+            if gn is None:
+                continue
+            if hooks and nr in hooks:
+                gn = gs[nr] = _call_hooks(hooks[nr], gn)
+            if retain and nr in retain:
+                t = retain[nr]()
+                if t is not None:
+                    self.store_grad(t, gn)
+            if targets and (node, nr) in targets:
+                for i in targets[(node, nr)]:
+                    if self.accumulate:
+                        self.store_grad(self.inputs[i], gn)
+                    else:
+                        self.captured[i] = gn
+        return gs if multi else gs[0]
+
+    def deliver_leaf(self, t: Tensor, g) -> None:
+        if self.leaf_targets is not None:
+            idx = self.leaf_targets.get(id(t))
+            if idx is None:
+                return  # not a requested input
+            if t._hooks:
+                g = _call_hooks(t._hooks, g)
+            if not self.accumulate:
+                for i in idx:
+                    self.captured[i] = g
+                return
+        elif t._hooks:
+            g = _call_hooks(t._hooks, g)
+        self.store_grad(t, g)
+
+    def store_grad(self, t: Tensor, g: Tensor) -> None:
+        """t.grad += g, taking ownership of g's array when nothing else can see it."""
+        old = t.grad
+        if g.data.dtype != t.data.dtype:
+            g = g.to(t.dtype)
+        if old is None:
+            if self.create_graph:
+                t.grad = g
+                return
+            a = g.data
+            if a.base is not None or id(a) in self.stolen or not a.flags.c_contiguous:
+                a = a.copy()
+            self.stolen.add(id(a))
+            t.grad = make(a)
+        elif self.create_graph or old.requires_grad:
+            t.grad = old + g
+        elif old.data.flags.writeable and old.data.shape == g.data.shape:
+            old.data += g.data  # in place, as PyTorch accumulates when grad mode is off
+            old._version[0] += 1
+        else:
+            t.grad = make(old.data + g.data)
+
+
+def _call_hooks(hooks: list, g):
+    for h in list(hooks):
+        r = h(g)
+        if r is not None:
+            g = r
+    return g
+
+
+def _check_anomaly(node: Node, grads) -> None:
+    for i, g in enumerate(grads):
+        if g is not None and g.data.dtype.kind == "f" and not np.isfinite(g.data).all():
+            bad = "nan" if np.isnan(g.data).any() else "inf"
+            msg = f"Function '{node.name()}' returned {bad} values in its {_ordinal(i)} output."
+            if node.trace:
+                msg += "\n\nTraceback of the forward call that created this node:\n" + node.trace
+            raise RuntimeError(msg)
+
+
+def _ordinal(i: int) -> str:
+    return f"{i}{'th' if 10 <= i % 100 <= 20 else {0: 'th', 1: 'st', 2: 'nd', 3: 'rd'}.get(i % 10, 'th')}"

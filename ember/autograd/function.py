@@ -1,0 +1,374 @@
+"""Graph nodes: built-in `Op`s and user-defined `Function`s.
+
+A node is created for every op application that needs a gradient; it is the result's
+`grad_fn`. It holds `next` (one edge per input: the input's own node, the input tensor
+itself when that is a leaf requiring grad, or None) and whatever its backward needs. It
+never holds its outputs, so the graph has no reference cycles and is freed with them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._tensor import Slot, Tensor, make
+from .grad_mode import MODE
+
+_new = object.__new__
+_ndarray = np.ndarray
+_generic = np.generic
+FREED = ()  # `inputs` after the graph was freed; distinct from "saved nothing" (None)
+
+
+class Node:
+    """Base of graph nodes. `next[i]` is the edge to input i."""
+
+    __slots__ = ("next", "inputs", "versions", "out", "out_version", "__dict__", "__weakref__")
+    n_out = 1
+    # Rarely set, so class-level defaults: an instance sets them in its __dict__ when needed.
+    _pre_hooks = None  # {output index: [tensor hooks]}
+    _retain = None  # {output index: weakref to a tensor that called retain_grad()}
+    _post_hooks = None  # [hook(grad_inputs, grad_outputs)]
+    trace = None  # creation traceback, under detect_anomaly
+
+    def name(self) -> str:
+        return type(self).__name__ + "Backward"
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {id(self):#x}>"
+
+    @property
+    def next_functions(self) -> tuple:
+        """PyTorch-style `((node, output_nr), ...)`; leaves appear as `(AccumulateGrad(tensor), 0)`."""
+        out = []
+        for e in self.next:
+            if e is None:
+                out.append((None, 0))
+            elif type(e) is Slot:
+                out.append((e.node, e.nr))
+            elif isinstance(e, Tensor):
+                out.append((AccumulateGrad(e), 0))
+            else:
+                out.append((e, 0))
+        return tuple(out)
+
+    def register_hook(self, hook):
+        """Call `hook(grad_inputs, grad_outputs)` after this node's backward (PyTorch's Node.register_hook)."""
+        from .._tensor import RemovableHandle
+        if self._post_hooks is None:
+            self._post_hooks = []
+        hooks = self._post_hooks
+        hooks.append(hook)
+        return RemovableHandle(hooks, hook)
+
+    def _check_saved(self) -> None:
+        if self.inputs is FREED:
+            raise RuntimeError(
+                f"Trying to backward through the graph a second time (or directly access saved tensors after they have "
+                f"already been freed) in {self.name()}. Saved intermediate values of the graph are freed when you call "
+                f".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph a "
+                f"second time or if you need to access saved tensors after calling backward.")
+        vs = self.versions
+        if vs is not None:
+            i = 0
+            for t in self.inputs:
+                if isinstance(t, Tensor):
+                    if t._version[0] != vs[i]:
+                        self._modified(t, vs[i], t._version[0])
+                    i += 1
+                elif type(t) is tuple:  # a saved output of a Function (see _record_function)
+                    i += 1
+        if self.out_version is not None and self.out_version[0][0] != self.out_version[1]:
+            self._modified(self.out, self.out_version[1], self.out_version[0][0])
+
+    def _modified(self, t, saved: int, now: int):
+        shape = list(t.shape)
+        dtype = t.dtype if isinstance(t, Tensor) else t.dtype
+        raise RuntimeError(
+            f"one of the variables needed for gradient computation has been modified by an inplace operation: "
+            f"[{dtype}{shape}] (an input or output of {self.name()}) is at version {now}; expected version {saved} "
+            f"instead. Hint: replace the in-place operation (e.g. x += y, x.add_(y), x[i] = v) by its out-of-place form.")
+
+    def _free(self) -> None:
+        if self.inputs is not None:
+            self.inputs = FREED
+        if self.out is not None:
+            self.out = None
+            self.inputs = FREED
+
+
+class AccumulateGrad:
+    """Stand-in shown by `next_functions` for a leaf's gradient accumulator."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable: Tensor) -> None:
+        self.variable = variable
+
+    def name(self) -> str:
+        return "AccumulateGrad"
+
+    def __repr__(self) -> str:
+        return f"<AccumulateGrad object at {id(self):#x}>"
+
+
+class Op(Node):
+    """A built-in differentiable op: `forward` on raw arrays, `backward` with ember ops on Tensors.
+
+    Subclasses set `saves_inputs = False` when backward needs no input values (it then
+    receives only the upstream gradient) and `saves_output = True` to read the result in
+    backward through `self.output()`. `forward` may store small non-array facts on `self`.
+    """
+
+    saves_inputs = True
+    saves_output = False
+
+    def forward(self, *args):
+        raise NotImplementedError("abstract: a subclass of Op defines forward")
+
+    def backward(self, gz, *inputs):
+        raise NotImplementedError("abstract: a subclass of Op defines backward")
+
+    def output(self) -> Tensor:
+        """The op's result, as a Tensor whose grad_fn is this node (so double backward works)."""
+        return make(self.out, True, self)
+
+    def needs(self, i: int) -> bool:
+        """Whether input i needs a gradient (so backward can skip the rest)."""
+        return self.next[i] is not None
+
+    def _backward(self, g):
+        self._check_saved()
+        if self.saves_inputs:
+            r = self.backward(g, *self.inputs)
+        else:
+            r = self.backward(g)
+        return r if type(r) is tuple else (r,)
+
+    @classmethod
+    def apply(cls, *args, **kwargs) -> Tensor:
+        """Run forward on the arrays of `args` and, when grad mode is on and an input
+        requires grad, record a node. Non-Tensor positional args are passed through as
+        constants (edges None); keyword args are forwarded to `forward` only."""
+        node = _new(cls)
+        record = False
+        arrays = []
+        for a in args:
+            if isinstance(a, Tensor):
+                arrays.append(a.data)
+                if a.requires_grad:
+                    record = True
+            else:
+                arrays.append(a)
+        out = node.forward(*arrays, **kwargs)
+        if out.__class__ is not _ndarray and isinstance(out, _generic):
+            out = np.asarray(out)
+        if not (record and MODE.grad):
+            return make(out)
+        return _record(node, args, out)
+
+
+def _record(node: Node, args: tuple, out) -> Tensor:
+    nxt = []
+    for a in args:
+        if isinstance(a, Tensor):
+            e = a._edge
+            nxt.append(e if e is not None else (a if a.requires_grad else None))
+        else:
+            nxt.append(None)
+    node.next = tuple(nxt)
+    if node.saves_inputs:
+        node.inputs = args
+        node.versions = tuple([a._version[0] for a in args if isinstance(a, Tensor)])
+    else:
+        node.inputs = node.versions = None
+    result = make(out, True, node)
+    if node.saves_output:
+        node.out = out
+        node.out_version = (result._version, 0)
+    else:
+        node.out = node.out_version = None
+    if MODE.anomaly:
+        from .anomaly import creation_trace
+        node.trace = creation_trace()
+    return result
+
+
+def _op_apply1(cls, x: Tensor) -> Tensor:
+    """`Op.apply` for a single Tensor input: the hot path of unary ops."""
+    node = _new(cls)
+    out = node.forward(x.data)
+    if out.__class__ is not _ndarray and isinstance(out, _generic):
+        out = np.asarray(out)
+    if not (x.requires_grad and MODE.grad):
+        return make(out)
+    return _record(node, (x,), out)
+
+
+# ---------------------------------------------------------------------- user-defined Functions
+class FunctionCtx(Node):
+    """The `ctx` passed to a user Function's forward and backward (and its graph node)."""
+
+    def save_for_backward(self, *tensors) -> None:
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"save_for_backward can only save tensors (or None), but argument {tensors.index(t)} "
+                                f"is of type {type(t).__name__}")
+        self._to_save = tensors
+
+    @property
+    def saved_tensors(self) -> tuple:
+        self._check_saved()
+        if self.inputs is None:
+            return ()
+        # outputs were saved as (array, output index) to keep the graph free of cycles
+        return tuple(make(t[0], True, self if self.n_out == 1 else Slot(self, t[1])) if type(t) is tuple else t
+                     for t in self.inputs)
+
+    def mark_non_differentiable(self, *tensors) -> None:
+        self._non_diff = {id(t) for t in tensors}
+
+    def set_materialize_grads(self, value: bool) -> None:
+        self._materialize = bool(value)
+
+    def mark_dirty(self, *tensors) -> None:
+        self._dirty = {id(t) for t in tensors}
+
+    def name(self) -> str:
+        return self._fn.__name__ + "Backward"
+
+    def _backward(self, grads):
+        self._check_saved()
+        if self.n_out == 1:
+            grads = (grads,)
+        if getattr(self, "_materialize", True):
+            grads = tuple(g if g is not None else make(_zeros_meta(m)) for g, m in zip(grads, self._out_meta))
+        r = self._fn.backward(self, *grads)
+        if type(r) is not tuple:
+            r = (r,)
+        n_in = len(self.next)
+        if len(r) != n_in:
+            if len(r) > n_in and all(g is None for g in r[n_in:]):
+                r = r[:n_in]
+            else:
+                raise RuntimeError(f"function {self.name()} returned an incorrect number of gradients (expected {n_in}, got {len(r)})")
+        out = []
+        for i, (g, meta) in enumerate(zip(r, self._in_meta)):
+            if g is None or meta is None:
+                out.append(None)
+                continue
+            if not isinstance(g, Tensor):
+                raise TypeError(f"function {self.name()} returned a gradient of type {type(g).__name__} at index {i}; expected a Tensor or None")
+            shape, dtype = meta
+            if g.shape != shape:
+                try:
+                    np.broadcast_shapes(shape, g.shape)
+                    from ..ops.arithmetic import sum_to
+                    g = sum_to(g, shape)
+                    ok = g.shape == shape
+                except ValueError:
+                    ok = False
+                if not ok:
+                    raise RuntimeError(f"Function {self.name()} returned an invalid gradient at index {i} - got {list(g.shape)} "
+                                       f"but expected shape compatible with {list(shape)}")
+            if g.data.dtype != dtype:
+                g = g.to(dtype)
+            out.append(g)
+        return tuple(out)
+
+
+def _zeros_meta(meta):
+    shape, dtype = meta
+    return np.zeros(shape, dtype)
+
+
+class _FunctionMeta(type):
+    def __init__(cls, name, bases, attrs):
+        super().__init__(name, bases, attrs)
+        # `ctx` of this Function is an instance of a per-class FunctionCtx subclass
+        cls._backward_cls = type(name + "Backward", (FunctionCtx,), {"_fn": cls})
+
+
+class Function(metaclass=_FunctionMeta):
+    """User-defined differentiable function, as in PyTorch:
+
+    class Exp(Function):
+        @staticmethod
+        def forward(ctx, x): y = x.exp(); ctx.save_for_backward(y); return y
+        @staticmethod
+        def backward(ctx, gy): (y,) = ctx.saved_tensors; return gy * y
+
+    `forward` runs with grad mode off; `backward` receives and returns Tensors (one
+    gradient or None per forward input).
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        raise RuntimeError("ember.autograd.Function is not instantiated: call the class's apply(...) instead")
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("abstract: a subclass of Function defines a static forward(ctx, ...)")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("abstract: a subclass of Function defines a static backward(ctx, *grads)")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        ctx = _new(cls._backward_cls)
+        ctx._to_save = None
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        record = MODE.grad and any(ctx.needs_input_grad)
+        prev = MODE.grad
+        MODE.grad = False
+        try:
+            outputs = cls.forward(ctx, *args, **kwargs)
+        finally:
+            MODE.grad = prev
+        single = not isinstance(outputs, tuple)
+        outs = (outputs,) if single else outputs
+        if not record:
+            return outputs
+        non_diff = getattr(ctx, "_non_diff", ())
+        ctx.n_out = len(outs)
+        wrapped, meta = [], []
+        for i, o in enumerate(outs):
+            if not isinstance(o, Tensor):
+                wrapped.append(o)
+                meta.append(None)
+                continue
+            if any(o is a for a in args):
+                o = o.detach()  # returned an input as is: give the output its own identity
+            meta.append((o.shape, o.data.dtype))
+            if id(o) in non_diff or o.data.dtype.kind != "f":
+                o.requires_grad = False
+            else:
+                o._edge = ctx if ctx.n_out == 1 else Slot(ctx, i)
+                o.requires_grad = True
+            wrapped.append(o)
+        ctx._out_meta = meta
+        ctx._in_meta = [(a.shape, a.data.dtype) if isinstance(a, Tensor) and a.requires_grad else None for a in args]
+        _record_function(ctx, args, wrapped)
+        return wrapped[0] if single else tuple(wrapped)
+
+
+def _record_function(ctx: FunctionCtx, args: tuple, outputs: list) -> None:
+    nxt = []
+    for a in args:
+        if isinstance(a, Tensor) and a.requires_grad:
+            e = a._edge
+            nxt.append(e if e is not None else a)
+        else:
+            nxt.append(None)
+    ctx.next = tuple(nxt)
+    saved = ctx._to_save
+    if saved is not None:
+        ctx.versions = tuple(t._version[0] for t in saved if t is not None)
+        out_index = {id(o): i for i, o in enumerate(outputs) if isinstance(o, Tensor) and o._edge is not None}
+        # A saved output would hold its own grad_fn (a cycle): keep its array and rebuild it on access.
+        saved = tuple((t.data, out_index[id(t)]) if id(t) in out_index else t for t in saved)
+    else:
+        ctx.versions = None
+    ctx.inputs = saved
+    ctx.out = ctx.out_version = None
+    if MODE.anomaly:
+        from .anomaly import creation_trace
+        ctx.trace = creation_trace()

@@ -1,0 +1,101 @@
+"""Thread-local grad mode: `no_grad`, `enable_grad`, `set_grad_enabled`, `inference_mode`.
+
+Each op reads one flag, `MODE.grad`, to decide whether to record a graph node; the flag
+lives on a `threading.local`, so grad mode is per thread as in PyTorch. The same object
+carries the anomaly-detection flag so that recording an op reads a single object.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+
+
+class _Mode(threading.local):
+    def __init__(self) -> None:  # runs once per thread: every thread starts with grad on
+        self.grad = True
+        self.anomaly = False
+
+
+MODE = _Mode()
+
+
+def is_grad_enabled() -> bool:
+    return MODE.grad
+
+
+class _Switch:
+    """Sets grad mode to `_enabled` inside a `with` block and restores it after;
+    used as a decorator, it does so around every call of the function."""
+
+    _enabled: bool
+
+    def __enter__(self) -> None:
+        self._prev = MODE.grad
+        MODE.grad = self._enabled
+
+    def __exit__(self, *exc) -> None:
+        MODE.grad = self._prev
+
+    def __call__(self, fn):
+        enabled = self._enabled
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            prev = MODE.grad
+            MODE.grad = enabled
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                MODE.grad = prev
+        return wrapper
+
+
+class no_grad(_Switch):
+    """Disable graph recording: results of ops do not require grad. `@no_grad` and `@no_grad()` both decorate."""
+
+    _enabled = False
+
+    def __new__(cls, orig_func=None):
+        self = super().__new__(cls)
+        return self(orig_func) if callable(orig_func) else self
+
+
+class enable_grad(no_grad):
+    """Enable graph recording (e.g. inside a `no_grad` block)."""
+
+    _enabled = True
+
+
+class set_grad_enabled(_Switch):
+    """Set grad mode to `mode`: at once when called, and restored at the end of a `with` block."""
+
+    def __init__(self, mode: bool) -> None:
+        self._enabled = bool(mode)
+        self._prev = MODE.grad
+        MODE.grad = self._enabled
+
+    def __enter__(self) -> None:
+        pass  # already set by __init__, so that a bare call works as in PyTorch
+
+    def __call__(self, fn):
+        MODE.grad = self._prev  # as a decorator it must not change the mode at definition time
+        return super().__call__(fn)
+
+
+class inference_mode(_Switch):
+    """Like `no_grad` (ember keeps no separate inference tensors); `inference_mode(False)` changes nothing."""
+
+    def __new__(cls, mode=True):
+        self = super().__new__(cls)
+        if callable(mode):
+            self._enabled = False
+            return self(mode)
+        self._enabled = False if mode else MODE.grad
+        return self
+
+    def __init__(self, mode=True) -> None:
+        pass
+
+    def __enter__(self) -> None:
+        self._prev = MODE.grad
+        MODE.grad = self._enabled and MODE.grad

@@ -1,0 +1,112 @@
+"""Finite-difference checks of gradients: `gradcheck` and `gradgradcheck`.
+
+The numerical Jacobian uses central differences, (f(x + eps) - f(x - eps)) / 2eps, one
+input element at a time; the analytical Jacobian is built row by row from
+vector-Jacobian products with one-hot cotangents. Use float64 inputs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._tensor import Tensor, make
+from .engine import grad
+from .grad_mode import no_grad
+
+
+class GradcheckError(RuntimeError):
+    """Raised by gradcheck when the analytical and numerical gradients differ."""
+
+
+def _as_tuple(x) -> tuple:
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _outputs(func, inputs) -> list:
+    return [o for o in _as_tuple(func(*inputs)) if isinstance(o, Tensor)]
+
+
+def _numerical(func, inputs, diff_idx, out_count, eps) -> list:
+    """jac[i][k] has shape (numel(outputs[k]), numel(inputs[i]))."""
+    with no_grad():
+        base = _outputs(func, inputs)
+    jacs = []
+    for i in diff_idx:
+        x = inputs[i].data
+        per_out = [np.zeros((o.data.size, x.size)) for o in base]
+        for j, idx in enumerate(np.ndindex(x.shape)):
+            orig = x[idx].item()
+            with no_grad():
+                x[idx] = orig + eps
+                plus = [o.data.astype(np.float64) for o in _outputs(func, inputs)]
+                x[idx] = orig - eps
+                minus = [o.data.astype(np.float64) for o in _outputs(func, inputs)]
+                x[idx] = orig
+            for k in range(out_count):
+                per_out[k][:, j] = ((plus[k] - minus[k]) / (2 * eps)).reshape(-1)
+        jacs.append(per_out)
+    return jacs
+
+
+def _analytical(func, inputs, diff_idx) -> tuple[list, list]:
+    outs = _outputs(func, inputs)
+    diff_in = [inputs[i] for i in diff_idx]
+    jacs = [[np.zeros((o.data.size, inputs[i].data.size)) for o in outs] for i in diff_idx]
+    for k, o in enumerate(outs):
+        if not o.requires_grad:
+            continue
+        for r in range(o.data.size):
+            g = np.zeros(o.data.size, o.data.dtype)
+            g[r] = 1
+            gs = grad([o], diff_in, [make(g.reshape(o.shape))], retain_graph=True, allow_unused=True)
+            for m, gi in enumerate(gs):
+                if gi is not None:
+                    if gi.shape != diff_in[m].shape:
+                        raise GradcheckError(f"gradient of input {diff_idx[m]} has shape {list(gi.shape)}, "
+                                             f"expected {list(diff_in[m].shape)}")
+                    jacs[m][k][r, :] = gi.data.astype(np.float64).reshape(-1)
+    return jacs, outs
+
+
+def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
+              raise_exception: bool = True, **unused) -> bool:
+    """Check the gradients of `func(*inputs)` w.r.t. the inputs that require grad against central differences."""
+    inputs = _as_tuple(inputs)
+    diff_idx = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
+    if not diff_idx:
+        raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of them have "
+                         "requires_grad=True.")
+    analytical, outs = _analytical(func, inputs, diff_idx)
+    numerical = _numerical(func, inputs, diff_idx, len(outs), eps)
+    for a_i, n_i, i in zip(analytical, numerical, diff_idx):
+        for k, (a, n) in enumerate(zip(a_i, n_i)):
+            if not np.allclose(a, n, rtol=rtol, atol=atol, equal_nan=True):
+                worst = np.unravel_index(np.argmax(np.abs(a - n)), a.shape) if a.size else ()
+                msg = (f"Jacobian mismatch for output {k} with respect to input {i},\n"
+                       f"numerical:{n}\nanalytical:{a}\nlargest difference at {worst}: "
+                       f"numerical {n[worst] if a.size else None}, analytical {a[worst] if a.size else None}")
+                if raise_exception:
+                    raise GradcheckError(msg)
+                return False
+    return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
+                  raise_exception: bool = True, **unused) -> bool:
+    """gradcheck of the gradients of `func` (built with create_graph=True), i.e. of its second derivatives."""
+    inputs = _as_tuple(inputs)
+    diff_idx = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
+    outs = _outputs(func, inputs)
+    if grad_outputs is None:
+        rng = np.random.default_rng(0)
+        grad_outputs = [make(rng.standard_normal(o.shape).astype(o.data.dtype)).requires_grad_() for o in outs]
+    grad_outputs = list(_as_tuple(grad_outputs))
+    n_in = len(inputs)
+
+    def first_derivatives(*args):
+        xs, gos = args[:n_in], args[n_in:]
+        os_ = _outputs(func, xs)
+        gs = grad(os_, [xs[i] for i in diff_idx], list(gos), create_graph=True, allow_unused=True)
+        return tuple(g for g in gs if g is not None)
+
+    return gradcheck(first_derivatives, tuple(inputs) + tuple(grad_outputs), eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception)

@@ -1,0 +1,546 @@
+"""Elementwise binary arithmetic, comparison and logic, with broadcasting and PyTorch's type promotion.
+
+Binary ops go through `binary`, which promotes dtypes as PyTorch does, runs the op's
+forward on arrays and records a `BinaryOp` node whose gradients are reduced back to
+each input's shape and dtype (`sum_to`) after backward.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dtype as dt
+from .._tensor import Tensor, make
+from ..autograd.function import Op, _record
+from ..autograd.grad_mode import MODE
+
+_new = object.__new__
+_ndarray = np.ndarray
+_generic = np.generic
+_SCALARS = (int, float, bool)
+
+
+# ---------------------------------------------------------------------- promotion and broadcasting
+def _operand(v, op: str):
+    """A Tensor or a Python number; arrays and NumPy scalars become Tensors."""
+    if isinstance(v, Tensor) or type(v) in _SCALARS:
+        return v
+    if isinstance(v, (np.ndarray, np.generic)) or hasattr(v, "__cuda_array_interface__"):
+        from .._tensor import _to_array
+        return make(_to_array(v, None, op))
+    if isinstance(v, (int, float)):  # subclasses (e.g. IntEnum)
+        return float(v) if isinstance(v, float) else int(v)
+    raise TypeError(f"{op}(): unsupported operand type {type(v).__name__}; expected a Tensor or a number")
+
+
+def _promoted(x, y, op: str):
+    """Arrays (or Python numbers) x, y cast to PyTorch's result dtype of the pair."""
+    xa, ya = type(x) is not _ndarray and not hasattr(x, "dtype"), type(y) is not _ndarray and not hasattr(y, "dtype")
+    target = dt.result_type(x, y)
+    if not xa and x.dtype != target:
+        x = x.astype(target)
+    if not ya and y.dtype != target:
+        y = y.astype(target)
+    elif ya and target.kind == "f" and isinstance(y, bool):
+        y = float(y)
+    if xa and target.kind == "f" and isinstance(x, bool):
+        x = float(x)
+    return x, y
+
+
+def _check_broadcast(x, y, op: str) -> None:
+    try:
+        np.broadcast_shapes(np.shape(x), np.shape(y))
+    except ValueError:
+        raise RuntimeError(f"{op}(): the size of tensor a {list(np.shape(x))} must match the size of tensor b "
+                           f"{list(np.shape(y))} at a non-singleton dimension (shapes cannot be broadcast together)") from None
+
+
+class BinaryOp(Op):
+    """An elementwise op of two operands (Tensors or numbers) that broadcast."""
+
+    saves_inputs = False
+    meta = None  # ((shape, dtype) or None, ...) of inputs whose shape or dtype differs from the result's
+
+    def _backward(self, g):
+        grads = Op._backward(self, g)
+        meta = self.meta
+        if meta is None:
+            return grads
+        out = []
+        for gi, m in zip(grads, meta):
+            if gi is not None and m is not None:
+                shape, dtype = m
+                if gi.shape != shape:
+                    gi = sum_to(gi, shape)
+                if gi.data.dtype != dtype:
+                    gi = gi.to(dt.FROM_NP[dtype])
+            out.append(gi)
+        return tuple(out)
+
+
+def binary(cls, a, b, name: str) -> Tensor:
+    """Apply a BinaryOp to a and b (at least one a Tensor): promote, compute, record."""
+    if type(a) is not Tensor and not isinstance(a, Tensor):
+        a = _operand(a, name)
+    if type(b) is not Tensor and not isinstance(b, Tensor):
+        b = _operand(b, name)
+    ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
+    x = a.data if ta else a
+    y = b.data if tb else b
+    if ta and tb:
+        if x.dtype is not y.dtype:
+            x, y = _promoted(x, y, name)
+        rg = a.requires_grad or b.requires_grad
+    elif ta:
+        if x.dtype.kind != "f" or y.__class__ is bool:
+            x, y = _promoted(x, y, name)
+        rg = a.requires_grad
+    else:
+        if y.dtype.kind != "f" or x.__class__ is bool:
+            x, y = _promoted(x, y, name)
+        rg = b.requires_grad
+    node = _new(cls)
+    try:
+        out = node.forward(x, y)
+    except ValueError:
+        _check_broadcast(x, y, name)
+        raise
+    if out.__class__ is not _ndarray and isinstance(out, _generic):
+        out = np.asarray(out)
+    if not (rg and MODE.grad):
+        return make(out)
+    r = _record(node, (a, b), out)
+    # remember inputs that broadcast or were promoted, to reduce their grads back
+    ma = (a.shape, a.data.dtype) if ta and a.requires_grad and (a.shape != out.shape or a.data.dtype is not out.dtype) else None
+    mb = (b.shape, b.data.dtype) if tb and b.requires_grad and (b.shape != out.shape or b.data.dtype is not out.dtype) else None
+    if ma is not None or mb is not None:
+        node.meta = (ma, mb)
+    return r
+
+
+# ---------------------------------------------------------------------- differentiable binary ops
+class Add(BinaryOp):
+    """z = x + y;  dz/dx = 1, dz/dy = 1."""
+
+    def forward(self, x, y):
+        return x + y
+
+    def backward(self, gz):
+        return gz, gz
+
+
+class Sub(BinaryOp):
+    """z = x - y;  dz/dx = 1, dz/dy = -1."""
+
+    def forward(self, x, y):
+        return x - y
+
+    def backward(self, gz):
+        return gz, (-gz if self.needs(1) else None)
+
+
+class Mul(BinaryOp):
+    """z = x * y;  dz/dx = y, dz/dy = x."""
+
+    saves_inputs = True
+
+    def forward(self, x, y):
+        return x * y
+
+    def backward(self, gz, x, y):
+        return (gz * y if self.needs(0) else None), (gz * x if self.needs(1) else None)
+
+
+class Div(BinaryOp):
+    """z = x / y;  dz/dx = 1/y, dz/dy = -x/y²."""
+
+    saves_inputs = True
+
+    def forward(self, x, y):
+        if getattr(x, "dtype", None) is not None and x.dtype.kind != "f" and (getattr(y, "dtype", None) is None or y.dtype.kind != "f"):
+            x = x.astype(dt.NP_DEFAULT_FLOAT)  # true division of integers gives the default float dtype
+        elif getattr(y, "dtype", None) is not None and y.dtype.kind != "f" and not isinstance(x, float):
+            y = y.astype(dt.NP_DEFAULT_FLOAT)
+        return x / y
+
+    def backward(self, gz, x, y):
+        gx = gz / y if self.needs(0) else None
+        gy = -gz * x / (y * y) if self.needs(1) else None
+        return gx, gy
+
+
+class Pow(BinaryOp):
+    """z = x ** y;  dz/dx = y·x^(y-1), dz/dy = z·ln x (taken as 0 where x = 0 and y ≥ 0, as PyTorch does)."""
+
+    saves_inputs = True
+
+    def forward(self, x, y):
+        if isinstance(y, int) and not isinstance(y, bool) and y < 0 and getattr(x, "dtype", np.dtype("f")).kind in "iub":
+            raise RuntimeError("pow(): Integers to negative integer powers are not allowed.")
+        if (isinstance(y, _ndarray) and y.dtype.kind in "iu" and getattr(x, "dtype", np.dtype("f")).kind in "iu"
+                and y.size and (y < 0).any()):
+            raise RuntimeError("pow(): Integers to negative integer powers are not allowed.")
+        return x ** y
+
+    def backward(self, gz, x, y):
+        gx = gy = None
+        if self.needs(0):
+            if isinstance(y, (int, float)):
+                gx = gz * (y * x ** (y - 1)) if y != 0 else gz * 0.0
+            else:
+                gx = gz * y * x ** (y - 1)
+        if self.needs(1):
+            if isinstance(x, (int, float)):
+                gy = gz * (x ** y) * float(np.log(x)) if x > 0 else gz * 0.0 if x == 0 else gz * (x ** y) * float("nan")
+            else:
+                safe = where(x == 0, 1.0, x)  # 0**y has derivative 0 in y for y >= 0 (avoid 0 * -inf)
+                gy = gz * where(x == 0, 0.0, (x ** y) * safe.log())
+        return gx, gy
+
+
+class Maximum(BinaryOp):
+    """z = max(x, y);  the gradient goes to the larger input (split equally on ties, as PyTorch does)."""
+
+    saves_inputs = True
+
+    def forward(self, x, y):
+        return np.maximum(x, y)
+
+    def backward(self, gz, x, y):
+        return _minmax_grads(self, gz, x, y, x > y)
+
+
+class Minimum(BinaryOp):
+    """z = min(x, y);  the gradient goes to the smaller input (split equally on ties)."""
+
+    saves_inputs = True
+
+    def forward(self, x, y):
+        return np.minimum(x, y)
+
+    def backward(self, gz, x, y):
+        return _minmax_grads(self, gz, x, y, x < y)
+
+
+def _minmax_grads(node, gz, x, y, first_wins):
+    tie = x == y
+    wx = where(first_wins, 1.0, where(tie, 0.5, 0.0)).to(gz.dtype)
+    gx = gz * wx if node.needs(0) else None
+    gy = gz * (1.0 - wx) if node.needs(1) else None
+    return gx, gy
+
+
+class Remainder(BinaryOp):
+    """z = x mod y (sign of y, as Python and PyTorch);  dz/dx = 1, dz/dy = -floor(x / y)."""
+
+    saves_inputs = True
+
+    def forward(self, x, y):
+        _check_int_zero(y, x, "remainder")
+        return np.mod(x, y)
+
+    def backward(self, gz, x, y):
+        return gz, (-gz * (x / y).floor() if self.needs(1) else None)
+
+
+def _check_int_zero(y, x, op):
+    ints = getattr(x, "dtype", None) is not None and x.dtype.kind in "iub" or isinstance(x, int)
+    if ints and (getattr(y, "dtype", None) is not None and y.dtype.kind in "iub" or isinstance(y, int)):
+        if np.any(np.asarray(y) == 0):
+            raise RuntimeError(f"ZeroDivisionError: integer {op} by zero")
+
+
+# ---------------------------------------------------------------------- non-differentiable binary ops
+class _NonDiff(BinaryOp):
+    """Ops with no gradient: the result never requires grad."""
+
+
+def _nondiff(cls, a, b, name: str) -> Tensor:
+    prev = MODE.grad
+    MODE.grad = False
+    try:
+        return binary(cls, a, b, name)
+    finally:
+        MODE.grad = prev
+
+
+def _fn_op(fn, name: str, check_zero: bool = False):
+    cls = type(name.title().replace("_", ""), (_NonDiff,), {"forward": staticmethod(fn)})
+    if check_zero:
+        def forward(x, y):
+            _check_int_zero(y, x, name)
+            return fn(x, y)
+        cls.forward = staticmethod(forward)
+    return cls
+
+
+FloorDivide = _fn_op(np.floor_divide, "floor_divide", check_zero=True)
+Eq, Ne = _fn_op(np.equal, "eq"), _fn_op(np.not_equal, "ne")
+Lt, Le = _fn_op(np.less, "lt"), _fn_op(np.less_equal, "le")
+Gt, Ge = _fn_op(np.greater, "gt"), _fn_op(np.greater_equal, "ge")
+
+
+def _logical(fn, name: str):
+    def forward(x, y):
+        for v in (x, y):
+            k = getattr(v, "dtype", None)
+            if (k is not None and k.kind == "f") or isinstance(v, float):
+                raise TypeError(f"{name}(): bitwise and logical operators need bool or integer tensors, got a float operand; "
+                                f"use logical_{name.split('_')[-1]}() or compare first")
+        return fn(x, y)
+    return type(name.title().replace("_", ""), (_NonDiff,), {"forward": staticmethod(forward)})
+
+
+BitwiseAnd, BitwiseOr, BitwiseXor = (_logical(np.bitwise_and, "bitwise_and"), _logical(np.bitwise_or, "bitwise_or"),
+                                     _logical(np.bitwise_xor, "bitwise_xor"))
+LogicalAnd, LogicalOr, LogicalXor = (_fn_op(np.logical_and, "logical_and"), _fn_op(np.logical_or, "logical_or"),
+                                     _fn_op(np.logical_xor, "logical_xor"))
+
+
+# ---------------------------------------------------------------------- sum_to and where
+class SumTo(Op):
+    """z = g summed over the broadcast dimensions so that z.shape == shape;  dz/dg: broadcast back."""
+
+    saves_inputs = False
+
+    def forward(self, g, shape):
+        self.in_shape = g.shape
+        lead = g.ndim - len(shape)
+        if lead < 0:
+            raise RuntimeError(f"sum_to: cannot reduce shape {list(g.shape)} to the larger shape {list(shape)}")
+        axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1)
+        if not axes:
+            return g.reshape(shape)
+        if axes == tuple(range(lead)) and g.ndim >= 2 and g.flags.c_contiguous and g.dtype.kind == "f" and g.size:
+            # column sums of a tall array: one GEMV is ~15x faster than np.sum(axis=0) (PERF_NOTES)
+            rows = g.reshape(-1, int(np.prod(shape)) if shape else 1)
+            return (np.ones(rows.shape[0], g.dtype) @ rows).reshape(shape)
+        return g.sum(axis=axes, keepdims=True).reshape(shape)
+
+    def backward(self, gz):
+        return broadcast_to(gz, self.in_shape)
+
+
+def sum_to(g: Tensor, shape: tuple) -> Tensor:
+    """Reduce g (a broadcast result) to `shape` by summing the broadcast dimensions."""
+    if g.shape == tuple(shape):
+        return g
+    return SumTo.apply(g, tuple(shape))
+
+
+class BroadcastTo(Op):
+    """z = x broadcast to `shape` (a read-only view);  dz/dx = sum_to(gz, x.shape)."""
+
+    saves_inputs = False
+
+    def forward(self, x, shape):
+        self.in_shape = x.shape
+        try:
+            return np.broadcast_to(x, shape)
+        except ValueError:
+            raise RuntimeError(f"expand/broadcast_to: the expanded size of the tensor must match the existing size "
+                               f"at non-singleton dimensions: cannot broadcast {list(x.shape)} to {list(shape)}") from None
+
+    def backward(self, gz):
+        return sum_to(gz, self.in_shape)
+
+
+def broadcast_to(x: Tensor, shape) -> Tensor:
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    return BroadcastTo.apply(x, shape)
+
+
+class Where(Op):
+    """z = cond ? x : y;  dz/dx = cond, dz/dy = not cond."""
+
+    def forward(self, cond, x, y):
+        return np.where(cond, x, y)
+
+    def backward(self, gz, cond, x, y):
+        gx = sum_to(where(cond, gz, 0.0), x.shape) if self.needs(1) else None
+        gy = sum_to(where(cond, 0.0, gz), y.shape) if self.needs(2) else None
+        return None, gx, gy
+
+
+def where(condition, input=None, other=None) -> Tensor:
+    """Elementwise `input` where `condition` else `other`; `where(condition)` gives the indices of true elements."""
+    if input is None and other is None:
+        from .shape import nonzero
+        return nonzero(condition, as_tuple=True)
+    cond = condition if isinstance(condition, Tensor) else make(np.asarray(condition))
+    if cond.data.dtype != np.bool_:
+        raise TypeError(f"where(): expected condition to be a bool tensor, got {cond.dtype}")
+    x, y = _operand(input, "where"), _operand(other, "where")
+    xd, yd = (x.data if isinstance(x, Tensor) else x), (y.data if isinstance(y, Tensor) else y)
+    target = dt.result_type(xd, yd)
+    try:
+        np.broadcast_shapes(cond.shape, np.shape(xd), np.shape(yd))
+    except ValueError:
+        raise RuntimeError(f"where(): condition {list(cond.shape)}, input {list(np.shape(xd))} and other "
+                           f"{list(np.shape(yd))} cannot be broadcast together") from None
+    x = (x if x.data.dtype == target else x.to(dt.FROM_NP[target])) if isinstance(x, Tensor) else make(np.asarray(x, target))
+    y = (y if y.data.dtype == target else y.to(dt.FROM_NP[target])) if isinstance(y, Tensor) else make(np.asarray(y, target))
+    return Where.apply(cond, x, y)
+
+
+# ---------------------------------------------------------------------- public functions
+def add(input, other, *, alpha=1) -> Tensor:
+    """input + alpha * other."""
+    return binary(Add, input, other if alpha == 1 else other * alpha, "add")
+
+
+def sub(input, other, *, alpha=1) -> Tensor:
+    """input - alpha * other."""
+    return binary(Sub, input, other if alpha == 1 else other * alpha, "sub")
+
+
+def mul(input, other) -> Tensor:
+    return binary(Mul, input, other, "mul")
+
+
+def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
+    """input / other; rounding_mode 'floor' or 'trunc' rounds the quotient (no gradient)."""
+    if rounding_mode is None:
+        return binary(Div, input, other, "div")
+    if rounding_mode == "floor":
+        return floor_divide(input, other)
+    if rounding_mode == "trunc":
+        q = binary(Div, input, other, "div")
+        t = input if isinstance(input, Tensor) else other
+        r = q.detach().trunc()
+        return r if q.data.dtype == t.data.dtype or t.data.dtype.kind == "f" else r.to(dt.FROM_NP[t.data.dtype])
+    raise ValueError(f"div(): rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+
+
+divide, multiply, subtract = div, mul, sub
+
+
+def true_divide(input, other) -> Tensor:
+    return binary(Div, input, other, "true_divide")
+
+
+def pow(input, exponent) -> Tensor:
+    return binary(Pow, input, exponent, "pow")
+
+
+def maximum(input, other) -> Tensor:
+    return binary(Maximum, input, other, "maximum")
+
+
+def minimum(input, other) -> Tensor:
+    return binary(Minimum, input, other, "minimum")
+
+
+def remainder(input, other) -> Tensor:
+    return binary(Remainder, input, other, "remainder")
+
+
+def fmod(input, other) -> Tensor:
+    """Remainder with the sign of the dividend (C's fmod): x - trunc(x / y) * y."""
+    return input - (input / other).detach().trunc() * other
+
+
+def floor_divide(input, other) -> Tensor:
+    return _nondiff(FloorDivide, input, other, "floor_divide")
+
+
+def eq(input, other) -> Tensor:
+    return _nondiff(Eq, input, other, "eq")
+
+
+def ne(input, other) -> Tensor:
+    return _nondiff(Ne, input, other, "ne")
+
+
+def lt(input, other) -> Tensor:
+    return _nondiff(Lt, input, other, "lt")
+
+
+def le(input, other) -> Tensor:
+    return _nondiff(Le, input, other, "le")
+
+
+def gt(input, other) -> Tensor:
+    return _nondiff(Gt, input, other, "gt")
+
+
+def ge(input, other) -> Tensor:
+    return _nondiff(Ge, input, other, "ge")
+
+
+def bitwise_and(input, other) -> Tensor:
+    return _nondiff(BitwiseAnd, input, other, "bitwise_and")
+
+
+def bitwise_or(input, other) -> Tensor:
+    return _nondiff(BitwiseOr, input, other, "bitwise_or")
+
+
+def bitwise_xor(input, other) -> Tensor:
+    return _nondiff(BitwiseXor, input, other, "bitwise_xor")
+
+
+def logical_and(input, other) -> Tensor:
+    return _nondiff(LogicalAnd, input, other, "logical_and")
+
+
+def logical_or(input, other) -> Tensor:
+    return _nondiff(LogicalOr, input, other, "logical_or")
+
+
+def logical_xor(input, other) -> Tensor:
+    return _nondiff(LogicalXor, input, other, "logical_xor")
+
+
+def equal(input: Tensor, other: Tensor) -> bool:
+    """True when both tensors have the same shape and elements."""
+    return input.shape == other.shape and bool(np.array_equal(input.data, other.data))
+
+
+def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
+    """input + weight * (end - input)."""
+    return input + weight * (end - input)
+
+
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    return bool(np.allclose(input.data, other.data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    o = other.data if isinstance(other, Tensor) else other
+    return make(np.asarray(np.isclose(input.data, o, rtol=rtol, atol=atol, equal_nan=equal_nan)))
+
+
+# ---------------------------------------------------------------------- operators on Tensor
+def _bind() -> None:
+    T = Tensor
+    T.__add__ = lambda a, b: binary(Add, a, b, "add")
+    T.__radd__ = lambda a, b: binary(Add, b, a, "add")
+    T.__sub__ = lambda a, b: binary(Sub, a, b, "sub")
+    T.__rsub__ = lambda a, b: binary(Sub, b, a, "sub")
+    T.__mul__ = lambda a, b: binary(Mul, a, b, "mul")
+    T.__rmul__ = lambda a, b: binary(Mul, b, a, "mul")
+    T.__truediv__ = lambda a, b: binary(Div, a, b, "div")
+    T.__rtruediv__ = lambda a, b: binary(Div, b, a, "div")
+    T.__pow__ = lambda a, b: binary(Pow, a, b, "pow")
+    T.__rpow__ = lambda a, b: binary(Pow, b, a, "pow")
+    T.__floordiv__ = floor_divide
+    T.__rfloordiv__ = lambda a, b: floor_divide(b, a)
+    T.__mod__ = remainder
+    T.__rmod__ = lambda a, b: remainder(b, a)
+    T.__eq__, T.__ne__, T.__lt__, T.__le__, T.__gt__, T.__ge__ = eq, ne, lt, le, gt, ge
+    T.__and__ = T.__rand__ = lambda a, b: bitwise_and(a, b)
+    T.__or__ = T.__ror__ = lambda a, b: bitwise_or(a, b)
+    T.__xor__ = T.__rxor__ = lambda a, b: bitwise_xor(a, b)
+    for name in ("add", "sub", "mul", "div", "true_divide", "pow", "maximum", "minimum", "remainder", "fmod",
+                 "floor_divide", "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor",
+                 "logical_and", "logical_or", "logical_xor", "equal", "lerp", "allclose", "isclose"):
+        setattr(T, name, globals()[name])
+    T.multiply, T.subtract, T.divide = mul, sub, div
+    T.greater, T.greater_equal, T.less, T.less_equal, T.not_equal = gt, ge, lt, le, ne
+    T.where = lambda self, condition, other: where(condition, self, other)
+
+
+_bind()

@@ -1,0 +1,141 @@
+"""Conversions and copies: `to`, `float()`/`double()`/..., `clone`, `cpu`/`cuda`, `new_*` factories,
+and NumPy ufuncs applied to Tensors."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _creation as C
+from .. import _dtype as dt
+from .. import backend
+from .._tensor import Tensor, make
+from ..autograd.function import Op
+from . import arithmetic as A
+from . import unary as U
+
+
+class Clone(Op):
+    """z = a copy of x;  dz/dx = 1."""
+
+    saves_inputs = False
+
+    def forward(self, x):
+        return x.copy()
+
+    def backward(self, gz):
+        return gz
+
+
+class ToDevice(Op):
+    """z = x on another device;  dz/dx = gz moved back."""
+
+    saves_inputs = False
+
+    def forward(self, x, dev):
+        self.src = backend.device_of(x)
+        xp = backend.module_for(dev)
+        return xp.asarray(x) if xp is not np else (x.get() if hasattr(x, "get") else np.asarray(x))
+
+    def backward(self, gz):
+        return to(gz, self.src)
+
+
+def clone(input: Tensor, *, memory_format=None) -> Tensor:
+    return Clone.apply(input)
+
+
+def to(self: Tensor, *args, dtype=None, device=None, copy: bool = False, non_blocking: bool = False, memory_format=None) -> Tensor:
+    """`to(dtype)`, `to(device)`, `to(device, dtype)` or `to(other_tensor)`: self when nothing changes (unless copy)."""
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype, device = a.dtype, a.device
+        elif isinstance(a, (backend.device, str)) and not (isinstance(a, str) and a.split(":")[0] not in ("cpu", "cuda")):
+            device = a
+        elif a is not None:
+            dtype = a
+    t = self
+    if device is not None:
+        dev = backend.device(device)
+        if dev.type == "cuda" and dev.index is None:
+            dev = backend.device("cuda", 0)
+        if dev != t.device and not (dev.type == t.device.type == "cpu"):
+            t = ToDevice.apply(t, dev)
+    if dtype is not None:
+        t = U.to_dtype(t, dtype)
+    if copy and t is self:
+        t = clone(self)
+    return t
+
+
+def type_(self: Tensor, dtype=None, non_blocking: bool = False):
+    """With no argument: the type name ('ember.FloatTensor'); else `to(dtype)`."""
+    if dtype is None:
+        names = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor", "int64": "LongTensor",
+                 "int32": "IntTensor", "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor",
+                 "bool": "BoolTensor"}
+        return "ember." + names[self.dtype.name]
+    return U.to_dtype(self, dtype)
+
+
+def as_tensor_like(value, like: Tensor) -> Tensor:
+    """`value` (number, array or Tensor) as a tensor of like's dtype."""
+    if isinstance(value, Tensor):
+        return value
+    return make(np.asarray(value, like.data.dtype))
+
+
+# NumPy ufuncs called on Tensors (np.add(a, t), np_array * t, np.exp(t)) run as ember ops.
+_UFUNC_OPS = {
+    np.add: A.add, np.subtract: A.sub, np.multiply: A.mul, np.true_divide: A.div, np.power: A.pow,
+    np.maximum: A.maximum, np.minimum: A.minimum, np.floor_divide: A.floor_divide, np.remainder: A.remainder,
+    np.equal: A.eq, np.not_equal: A.ne, np.less: A.lt, np.less_equal: A.le, np.greater: A.gt,
+    np.greater_equal: A.ge, np.bitwise_and: A.bitwise_and, np.bitwise_or: A.bitwise_or,
+    np.bitwise_xor: A.bitwise_xor, np.logical_and: A.logical_and, np.logical_or: A.logical_or,
+    np.exp: U.exp, np.log: U.log, np.sqrt: U.sqrt, np.sin: U.sin, np.cos: U.cos, np.tan: U.tan, np.tanh: U.tanh,
+    np.negative: U.neg, np.absolute: U.abs, np.sign: U.sign, np.floor: U.floor, np.ceil: U.ceil,
+    np.expm1: U.expm1, np.log1p: U.log1p, np.square: U.square, np.reciprocal: U.reciprocal,
+}
+
+
+def numpy_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
+    fn = _UFUNC_OPS.get(ufunc)
+    if fn is not None and method == "__call__" and not kwargs:
+        return fn(*inputs)
+    # anything else computes on the arrays and gives an array, as for any array-like
+    arrays = [i.numpy() if isinstance(i, Tensor) else i for i in inputs]
+    if "out" in kwargs:
+        kwargs["out"] = tuple(o.numpy() if isinstance(o, Tensor) else o for o in kwargs["out"])
+    return getattr(ufunc, method)(*arrays, **kwargs)
+
+
+def _bind() -> None:
+    T = Tensor
+    T.to = to
+    T.type = type_
+    T.clone = clone
+    T.float = lambda self, memory_format=None: U.to_dtype(self, dt.float32)
+    T.double = lambda self, memory_format=None: U.to_dtype(self, dt.float64)
+    T.half = lambda self, memory_format=None: U.to_dtype(self, dt.float16)
+    T.long = lambda self, memory_format=None: U.to_dtype(self, dt.int64)
+    T.int = lambda self, memory_format=None: U.to_dtype(self, dt.int32)
+    T.short = lambda self, memory_format=None: U.to_dtype(self, dt.int16)
+    T.byte = lambda self, memory_format=None: U.to_dtype(self, dt.uint8)
+    T.char = lambda self, memory_format=None: U.to_dtype(self, dt.int8)
+    T.bool = lambda self, memory_format=None: U.to_dtype(self, dt.bool)
+    T.cpu = lambda self, memory_format=None: to(self, "cpu")
+    T.cuda = lambda self, device=None, non_blocking=False, memory_format=None: to(self, "cuda" if device is None else
+                                                                                  device if not isinstance(device, int) else f"cuda:{device}")
+    T.type_as = lambda self, other: to(self, other.dtype)
+
+    def _new(fn):
+        def method(self, *size, dtype=None, device=None, requires_grad=False):
+            return fn(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+        return method
+
+    T.new_zeros, T.new_ones, T.new_empty = _new(C.zeros), _new(C.ones), _new(C.empty)
+    T.new_full = lambda self, size, fill_value, dtype=None, device=None, requires_grad=False: C.full(
+        size, fill_value, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+    T.new_tensor = lambda self, data, dtype=None, device=None, requires_grad=False: C.tensor(
+        data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+_bind()

@@ -1,0 +1,191 @@
+"""In-place ops (`add_`, `mul_`, `+=`, `zero_`, `copy_`, `clamp_`, ...) with version counters.
+
+Without autograd involvement an in-place op writes straight into the array. When the
+graph is recorded, the op is computed out of place and its result written back into the
+tensor's array; the tensor then takes the result's place in the graph (its grad_fn
+becomes the new node) and its version counter is bumped, so a backward that still needs
+the old values raises instead of silently using the new ones.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dtype as dt
+from .._tensor import Tensor, make
+from ..autograd.grad_mode import MODE
+from . import arithmetic as A
+from . import unary as U
+
+
+def _check_writable(t: Tensor, op: str) -> None:
+    if MODE.grad and t.requires_grad and t._edge is None:
+        raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place operation. "
+                           f"Wrap the update in `with ember.no_grad():` or operate on a clone().")
+    if not t.data.flags.writeable:
+        raise RuntimeError(f"{op}: unsupported operation: this tensor is a read-only view (e.g. from expand or "
+                           f"broadcast_to) in which several elements share one memory location; call .clone() first.")
+
+
+def _commit(t: Tensor, result: Tensor, op: str) -> Tensor:
+    """Write `result` into t's array and give t result's place in the graph."""
+    r = result.data
+    if r.dtype != t.data.dtype and not np.can_cast(r.dtype, t.data.dtype, "same_kind"):
+        raise RuntimeError(f"{op}: result type {dt.FROM_NP[r.dtype]} can't be cast to the desired output type {t.dtype}")
+    if r.shape != t.data.shape:
+        raise RuntimeError(f"{op}: output with shape {list(t.shape)} doesn't match the broadcast shape {list(r.shape)}")
+    if result.requires_grad:
+        if t._base is not None and (t._base.requires_grad or result.requires_grad) and MODE.grad:
+            raise RuntimeError(f"{op}: in-place modification of a view of a tensor that is part of the autograd graph "
+                               f"is not supported by ember; use an out-of-place op (e.g. torch.where or torch.cat) or "
+                               f"do the update under ember.no_grad()")
+        t.data[...] = r
+        t._edge = result._edge
+        t.requires_grad = True
+    else:
+        np.copyto(t.data, r, casting="same_kind")
+    t._version[0] += 1
+    return t
+
+
+def _old(t: Tensor, cls) -> Tensor:
+    """The tensor's current identity as an op input; a copy when the op saves inputs (its values are about to change)."""
+    if not (MODE.grad and t.requires_grad):
+        return t
+    saves = getattr(cls, "saves_inputs", True)
+    old = make(t.data.copy() if saves else t.data, True, t._edge)
+    return old
+
+
+def _binary_(cls, name: str):
+    def method(self: Tensor, other, *, alpha=None) -> Tensor:
+        op = name + "_"
+        _check_writable(self, op)
+        o = other if alpha is None or alpha == 1 else other * alpha
+        needs_graph = MODE.grad and (self.requires_grad or (isinstance(o, Tensor) and o.requires_grad))
+        if not needs_graph:
+            x = self.data
+            y = o.data if isinstance(o, Tensor) else o
+            ufunc = _UFUNCS[cls]
+            if cls is A.Div and x.dtype.kind != "f":
+                raise RuntimeError(f"{op}: result type Float can't be cast to the desired output type {self.dtype}")
+            try:
+                ufunc(x, y, out=x, casting="same_kind")
+            except TypeError:
+                res = A.binary(cls, self, o, op).data
+                raise RuntimeError(f"{op}: result type {dt.FROM_NP[res.dtype]} can't be cast to the desired output "
+                                   f"type {self.dtype}") from None
+            except ValueError:
+                A._check_broadcast(x, y, op)
+                raise RuntimeError(f"{op}: output with shape {list(x.shape)} doesn't match the broadcast shape "
+                                   f"{list(np.broadcast_shapes(x.shape, np.shape(y)))}") from None
+            self._version[0] += 1
+            return self
+        if self._base is not None and MODE.grad:
+            _commit_view_check(self, op)
+        return _commit(self, A.binary(cls, _old(self, cls), o, op), op)
+    method.__name__ = name + "_"
+    return method
+
+
+def _commit_view_check(t: Tensor, op: str) -> None:
+    raise RuntimeError(f"{op}: in-place modification of a view of a tensor that is part of the autograd graph is not "
+                       f"supported by ember; use an out-of-place op (e.g. torch.where or torch.cat) or do the update "
+                       f"under ember.no_grad()")
+
+
+def _unary_(fn, name: str, cls=None):
+    def method(self: Tensor, *args, **kwargs) -> Tensor:
+        op = name + "_"
+        _check_writable(self, op)
+        if MODE.grad and self.requires_grad:
+            if self._base is not None:
+                _commit_view_check(self, op)
+            return _commit(self, fn(_old(self, cls), *args, **kwargs), op)
+        return _commit(self, fn(self, *args, **kwargs), op)
+    method.__name__ = name + "_"
+    return method
+
+
+def zero_(self: Tensor) -> Tensor:
+    """Fill with zeros (under autograd, the result no longer depends on the old values)."""
+    return fill_(self, 0)
+
+
+def fill_(self: Tensor, value) -> Tensor:
+    _check_writable(self, "fill_")
+    if isinstance(value, Tensor):
+        if value.dim() != 0:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions.")
+        if MODE.grad and (value.requires_grad or self.requires_grad):
+            return _commit(self, A.broadcast_to(value.to(self.dtype), self.shape) + 0, "fill_")
+        value = value.item()
+    if MODE.grad and self.requires_grad:
+        if self._base is not None:
+            _commit_view_check(self, "fill_")
+        self.data[...] = value
+        self._edge = None
+        self.requires_grad = False  # constant now: nothing upstream gets a gradient through it
+    else:
+        self.data[...] = value
+    self._version[0] += 1
+    return self
+
+
+def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
+    """Copy `src` (broadcast, cast) into this tensor; gradients flow to `src`."""
+    _check_writable(self, "copy_")
+    if not isinstance(src, Tensor):
+        src = make(np.asarray(src))
+    try:
+        np.broadcast_shapes(src.shape, self.shape)
+        if np.broadcast_shapes(src.shape, self.shape) != self.shape:
+            raise ValueError
+    except ValueError:
+        raise RuntimeError(f"copy_: the source of shape {list(src.shape)} cannot be broadcast to the destination "
+                           f"of shape {list(self.shape)}") from None
+    if MODE.grad and src.requires_grad:
+        if self._base is not None:
+            _commit_view_check(self, "copy_")
+        r = A.broadcast_to(src.to(self.dtype) if self.is_floating_point() else src, self.shape)
+        return _commit(self, r + 0 if r is src else r, "copy_")
+    xp_src = src.data
+    if type(xp_src) is not type(self.data):
+        from .. import backend
+        xp_src = backend.array_module(self.data).asarray(xp_src if isinstance(xp_src, np.ndarray) else xp_src.get())
+    self.data[...] = xp_src
+    if MODE.grad and self.requires_grad:
+        self._edge = None
+        self.requires_grad = False
+    self._version[0] += 1
+    return self
+
+
+_UFUNCS = {A.Add: np.add, A.Sub: np.subtract, A.Mul: np.multiply, A.Div: np.true_divide, A.Pow: np.power}
+
+
+def _setup() -> None:
+    T = Tensor
+    T.add_ = _binary_(A.Add, "add")
+    T.sub_ = _binary_(A.Sub, "sub")
+    T.mul_ = _binary_(A.Mul, "mul")
+    T.div_ = _binary_(A.Div, "div")
+    T.pow_ = _binary_(A.Pow, "pow")
+    T.subtract_, T.multiply_, T.divide_ = T.sub_, T.mul_, T.div_
+    T.__iadd__ = T.add_
+    T.__isub__ = T.sub_
+    T.__imul__ = T.mul_
+    T.__itruediv__ = T.div_
+    T.__ipow__ = T.pow_
+    T.zero_, T.fill_, T.copy_ = zero_, fill_, copy_
+    for name, fn, cls in (("clamp", U.clamp, U.Clamp), ("clip", U.clamp, U.Clamp), ("relu", U.relu, U.Relu),
+                          ("exp", U.exp, U.Exp), ("log", U.log, U.Log), ("sqrt", U.sqrt, U.Sqrt),
+                          ("neg", U.neg, U.Neg), ("abs", U.abs, U.Abs), ("sigmoid", U.sigmoid, U.Sigmoid),
+                          ("tanh", U.tanh, U.Tanh), ("floor", U.floor, U.Floor), ("ceil", U.ceil, U.Ceil),
+                          ("round", U.round, U.Round), ("trunc", U.trunc, U.Trunc), ("sign", U.sign, U.Sign),
+                          ("reciprocal", U.reciprocal, U.Reciprocal), ("square", U.square, U.Square),
+                          ("sin", U.sin, U.Sin), ("cos", U.cos, U.Cos), ("clamp_min", U.clamp_min, U.Clamp),
+                          ("clamp_max", U.clamp_max, U.Clamp)):
+        setattr(T, name + "_", _unary_(fn, name, cls))
+
+
+_setup()

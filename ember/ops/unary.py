@@ -1,0 +1,468 @@
+"""Elementwise unary math. Each op reads like its derivative on paper.
+
+Ops that are functions of their result (exp, tanh, sigmoid, sqrt, ...) save the output
+and read it in backward through `self.output()`, a Tensor whose grad_fn is the node
+itself, so second derivatives stay exact.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _dtype as dt
+from .._tensor import Tensor, make
+from ..autograd.function import Op, _op_apply1
+from ..autograd.grad_mode import MODE
+from .arithmetic import where
+
+
+def _float(x: Tensor) -> Tensor:
+    """Integer and bool inputs of float functions are promoted to the default float dtype, as in PyTorch."""
+    return x if x.data.dtype.kind == "f" else x.to(dt.get_default_dtype())
+
+
+def _check(x, op: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    return x
+
+
+class Neg(Op):
+    """z = -x;  dz/dx = -1."""
+
+    saves_inputs = False
+
+    def forward(self, x):
+        if x.dtype == np.bool_:
+            raise TypeError("neg(): negation, the `-` operator, on a bool tensor is not supported. "
+                            "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+        return -x
+
+    def backward(self, gz):
+        return -gz
+
+
+class Exp(Op):
+    """z = e^x;  dz/dx = z."""
+
+    saves_inputs, saves_output = False, True
+
+    def forward(self, x):
+        return np.exp(x)
+
+    def backward(self, gz):
+        return gz * self.output()
+
+
+class Expm1(Op):
+    """z = e^x - 1;  dz/dx = z + 1."""
+
+    saves_inputs, saves_output = False, True
+
+    def forward(self, x):
+        return np.expm1(x)
+
+    def backward(self, gz):
+        return gz * (self.output() + 1)
+
+
+class Log(Op):
+    """z = ln x;  dz/dx = 1/x."""
+
+    def forward(self, x):
+        return np.log(x)
+
+    def backward(self, gz, x):
+        return gz / x
+
+
+class Log2(Op):
+    """z = log2 x;  dz/dx = 1/(x ln 2)."""
+
+    def forward(self, x):
+        return np.log2(x)
+
+    def backward(self, gz, x):
+        return gz / (x * math.log(2.0))
+
+
+class Log10(Op):
+    """z = log10 x;  dz/dx = 1/(x ln 10)."""
+
+    def forward(self, x):
+        return np.log10(x)
+
+    def backward(self, gz, x):
+        return gz / (x * math.log(10.0))
+
+
+class Log1p(Op):
+    """z = ln(1 + x);  dz/dx = 1/(1 + x)."""
+
+    def forward(self, x):
+        return np.log1p(x)
+
+    def backward(self, gz, x):
+        return gz / (x + 1)
+
+
+class Sqrt(Op):
+    """z = √x;  dz/dx = 1/(2z)."""
+
+    saves_inputs, saves_output = False, True
+
+    def forward(self, x):
+        return np.sqrt(x)
+
+    def backward(self, gz):
+        return gz / (2 * self.output())
+
+
+class Rsqrt(Op):
+    """z = 1/√x;  dz/dx = -z³/2."""
+
+    saves_inputs, saves_output = False, True
+
+    def forward(self, x):
+        return 1 / np.sqrt(x)
+
+    def backward(self, gz):
+        z = self.output()
+        return gz * (-0.5 * z * z * z)
+
+
+class Reciprocal(Op):
+    """z = 1/x;  dz/dx = -z²."""
+
+    saves_inputs, saves_output = False, True
+
+    def forward(self, x):
+        return 1 / x
+
+    def backward(self, gz):
+        z = self.output()
+        return -gz * z * z
+
+
+class Square(Op):
+    """z = x²;  dz/dx = 2x."""
+
+    def forward(self, x):
+        return x * x
+
+    def backward(self, gz, x):
+        return gz * (2 * x)
+
+
+class Sin(Op):
+    """z = sin x;  dz/dx = cos x."""
+
+    def forward(self, x):
+        return np.sin(x)
+
+    def backward(self, gz, x):
+        return gz * x.cos()
+
+
+class Cos(Op):
+    """z = cos x;  dz/dx = -sin x."""
+
+    def forward(self, x):
+        return np.cos(x)
+
+    def backward(self, gz, x):
+        return -gz * x.sin()
+
+
+class Tan(Op):
+    """z = tan x;  dz/dx = 1 + z²."""
+
+    saves_inputs, saves_output = False, True
+
+    def forward(self, x):
+        return np.tan(x)
+
+    def backward(self, gz):
+        z = self.output()
+        return gz * (1 + z * z)
+
+
+class Tanh(Op):
+    """z = tanh x;  dz/dx = 1 - z²."""
+
+    saves_inputs, saves_output = False, True
+
+    def forward(self, x):
+        return np.tanh(x)
+
+    def backward(self, gz):
+        z = self.output()
+        return gz * (1 - z * z)
+
+
+class Sigmoid(Op):
+    """z = 1/(1 + e^-x), computed as (1 + tanh(x/2))/2, which never overflows;  dz/dx = z(1 - z)."""
+
+    saves_inputs, saves_output = False, True
+
+    def forward(self, x):
+        z = np.tanh(x * 0.5)
+        z += 1
+        z *= 0.5
+        return z
+
+    def backward(self, gz):
+        z = self.output()
+        return gz * (z * (1 - z))
+
+
+class Relu(Op):
+    """z = max(x, 0);  dz/dx = 1 where z > 0, else 0."""
+
+    saves_inputs, saves_output = False, True
+
+    def forward(self, x):
+        return np.maximum(x, 0)
+
+    def backward(self, gz):
+        return gz * (self.output() > 0)
+
+
+class Abs(Op):
+    """z = |x|;  dz/dx = sign(x) (0 at 0)."""
+
+    def forward(self, x):
+        return np.abs(x)
+
+    def backward(self, gz, x):
+        return gz * x.sign()
+
+
+class Erf(Op):
+    """z = erf(x);  dz/dx = 2/√π · e^(-x²)."""
+
+    def forward(self, x):
+        return erf_array(x)
+
+    def backward(self, gz, x):
+        return gz * ((-x * x).exp() * (2.0 / math.sqrt(math.pi)))
+
+
+class _Piecewise(Op):
+    """Piecewise-constant functions (floor, ceil, round, trunc, sign): zero gradient."""
+
+    saves_inputs = False
+
+    def backward(self, gz):
+        return gz * 0.0
+
+
+class Sign(_Piecewise):
+    def forward(self, x):
+        return np.sign(x)
+
+
+class Floor(_Piecewise):
+    def forward(self, x):
+        return np.floor(x) if x.dtype.kind == "f" else x.copy()
+
+
+class Ceil(_Piecewise):
+    def forward(self, x):
+        return np.ceil(x) if x.dtype.kind == "f" else x.copy()
+
+
+class Trunc(_Piecewise):
+    def forward(self, x):
+        return np.trunc(x) if x.dtype.kind == "f" else x.copy()
+
+
+class Round(_Piecewise):
+    def forward(self, x, decimals=0):
+        return np.round(x, decimals) if x.dtype.kind == "f" else x.copy()
+
+
+class Clamp(Op):
+    """z = min(max(x, lo), hi) with scalar bounds;  dz/dx = 1 where lo ≤ x ≤ hi, else 0."""
+
+    def forward(self, x, lo, hi):
+        return np.clip(x, lo, hi)
+
+    def backward(self, gz, x, lo, hi):
+        keep = (x >= lo) if lo is not None else None
+        if hi is not None:
+            keep = (x <= hi) if keep is None else keep & (x <= hi)
+        return gz * keep, None, None
+
+
+class Cast(Op):
+    """z = x converted to another dtype;  dz/dx = gz converted back (no gradient for non-float results)."""
+
+    saves_inputs = False
+
+    def forward(self, x, np_dtype):
+        self.in_dtype = x.dtype
+        return x.astype(np_dtype)
+
+    def backward(self, gz):
+        return gz.to(dt.FROM_NP[self.in_dtype])
+
+
+# ---------------------------------------------------------------------- erf without SciPy
+def _erfc_chebyshev(n: int = 48):
+    """Chebyshev fit of g(t) = ln(erfc(z)/t) + z² with t = 2/(2+z), z ≥ 0, so that
+    erfc(z) = t·exp(-z² + g(t)). g is smooth on t ∈ (0, 1]; the fit is made once at import
+    from math.erfc at Chebyshev nodes, and is accurate to a few ulps of float64."""
+    k = np.arange(n)
+    t = 0.5 + 0.5 * np.cos(np.pi * (k + 0.5) / n)  # nodes on (0, 1)
+    z = 2 / t - 2
+    g = np.array([math.log(math.erfc(zi) / ti) + zi * zi if zi < 26 else
+                  -math.log(2 * math.sqrt(math.pi)) for zi, ti in zip(z, t)])
+    return np.polynomial.chebyshev.chebfit(2 * t - 1, g, n - 1)
+
+
+_ERFC_COEF = None
+_ERF_TAYLOR = [2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(18)]
+
+
+def erf_array(x):
+    """erf on an array, to float64 accuracy, using NumPy only."""
+    global _ERFC_COEF
+    if _ERFC_COEF is None:
+        _ERFC_COEF = _erfc_chebyshev()
+    out_dtype = x.dtype if x.dtype.kind == "f" else dt.NP_DEFAULT_FLOAT
+    z = np.abs(x.astype(np.float64))
+    t = 2 / (2 + z)
+    erfc = t * np.exp(-z * z + np.polynomial.chebyshev.chebval(2 * t - 1, _ERFC_COEF))
+    r = 1 - erfc
+    small = z < 0.5
+    if small.any():  # 1 - erfc loses relative precision near 0: use the Taylor series there
+        zs = z[small]
+        z2, term, acc = zs * zs, zs.copy(), np.zeros_like(zs)
+        for c in _ERF_TAYLOR:
+            acc += c * term
+            term *= z2
+        r[small] = acc
+    return (np.copysign(r, x)).astype(out_dtype, copy=False)
+
+
+# ---------------------------------------------------------------------- public functions
+def _unary(cls, name: str, to_float: bool = True):
+    def fn(input: Tensor) -> Tensor:
+        x = _check(input, name)
+        if to_float and x.data.dtype.kind != "f":
+            x = _float(x)
+        return _op_apply1(cls, x)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = cls.__doc__
+    return fn
+
+
+exp, expm1, log, log2, log10, log1p = (_unary(Exp, "exp"), _unary(Expm1, "expm1"), _unary(Log, "log"),
+                                       _unary(Log2, "log2"), _unary(Log10, "log10"), _unary(Log1p, "log1p"))
+sqrt, rsqrt, reciprocal = _unary(Sqrt, "sqrt"), _unary(Rsqrt, "rsqrt"), _unary(Reciprocal, "reciprocal")
+sin, cos, tan, tanh, sigmoid = (_unary(Sin, "sin"), _unary(Cos, "cos"), _unary(Tan, "tan"), _unary(Tanh, "tanh"),
+                                _unary(Sigmoid, "sigmoid"))
+erf = _unary(Erf, "erf")
+neg = _unary(Neg, "neg", to_float=False)
+relu = _unary(Relu, "relu", to_float=False)
+abs = _unary(Abs, "abs", to_float=False)
+square = _unary(Square, "square", to_float=False)
+sign = _unary(Sign, "sign", to_float=False)
+floor, ceil, trunc = _unary(Floor, "floor", False), _unary(Ceil, "ceil", False), _unary(Trunc, "trunc", False)
+negative, absolute, fix = neg, abs, trunc
+
+
+def round(input: Tensor, *, decimals: int = 0) -> Tensor:
+    """Round half to even (as PyTorch); zero gradient."""
+    return Round.apply(_check(input, "round"), decimals=decimals)
+
+
+def erfc(input: Tensor) -> Tensor:
+    return 1 - erf(input)
+
+
+def clamp(input: Tensor, min=None, max=None) -> Tensor:
+    """Clamp into [min, max] (either may be None; either may be a Tensor)."""
+    x = _check(input, "clamp")
+    if min is None and max is None:
+        raise RuntimeError("clamp(): At least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        # gradient flows to x where it is inside the bounds, to a bound where it is active
+        r = x
+        if min is not None:
+            r = where(r < min, min, r)
+        if max is not None:
+            r = where(r > max, max, r)
+        return r
+    if x.data.dtype.kind != "f" and (isinstance(min, float) or isinstance(max, float)):
+        x = _float(x)
+    return Clamp.apply(x, min, max)
+
+
+clip = clamp
+
+
+def clamp_min(input: Tensor, min) -> Tensor:
+    return clamp(input, min=min)
+
+
+def clamp_max(input: Tensor, max) -> Tensor:
+    return clamp(input, max=max)
+
+
+def to_dtype(x: Tensor, dtype) -> Tensor:
+    """x converted to `dtype` (differentiable between float types); x itself when nothing changes."""
+    d = dt.np_dtype(dtype)
+    if x.data.dtype == d:
+        return x
+    if d.kind != "f":
+        return make(x.data.astype(d))
+    return Cast.apply(x, d)
+
+
+def logical_not(input: Tensor) -> Tensor:
+    return make(np.logical_not(input.data))
+
+
+def bitwise_not(input: Tensor) -> Tensor:
+    if input.data.dtype.kind == "f":
+        raise TypeError(f"bitwise_not(): the ~ operator needs a bool or integer tensor, got {input.dtype}; "
+                        f"for a float mask compare first (e.g. ~(x > 0))")
+    return make(np.invert(input.data))
+
+
+def isnan(input: Tensor) -> Tensor:
+    return make(np.isnan(input.data))
+
+
+def isinf(input: Tensor) -> Tensor:
+    return make(np.isinf(input.data))
+
+
+def isfinite(input: Tensor) -> Tensor:
+    return make(np.isfinite(input.data))
+
+
+def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
+    mask = isfinite(input)
+    fixed = make(np.nan_to_num(input.data, nan=nan, posinf=posinf, neginf=neginf))
+    return where(mask, input, fixed)
+
+
+def _bind() -> None:
+    T = Tensor
+    for name in ("exp", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan",
+                 "tanh", "sigmoid", "erf", "erfc", "neg", "negative", "relu", "abs", "absolute", "square", "sign",
+                 "floor", "ceil", "trunc", "fix", "round", "clamp", "clip", "clamp_min", "clamp_max", "logical_not",
+                 "bitwise_not", "isnan", "isinf", "isfinite", "nan_to_num"):
+        setattr(T, name, globals()[name])
+    T.__neg__ = neg
+    T.__abs__ = abs
+    T.__invert__ = bitwise_not
+    T.__pos__ = lambda self: self
+    T.positive = lambda self: self
+
+
+_bind()
