@@ -25,6 +25,7 @@ from .ops.unary import (abs, absolute, bitwise_not, ceil, clamp, clamp_max, clam
 from .ops.convert import clone
 from .ops.reduce import *  # noqa: F401,F403
 from .ops.shape import *  # noqa: F401,F403
+from .ops.indexing import *  # noqa: F401,F403
 from .ops.linalg import *  # noqa: F401,F403
 from . import cuda
 

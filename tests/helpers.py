@@ -1,0 +1,85 @@
+"""Shared test helpers: finite-difference checks and PyTorch parity.
+
+PyTorch is a test oracle only: `requires_torch` skips cleanly where it is not installed.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+
+try:
+    import torch
+except ImportError:  # parity tests skip
+    torch = None
+
+requires_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed (parity tests need it as an oracle)")
+
+
+def rand(*shape, seed: int = 0, low: float = -1.0, high: float = 1.0, dtype=np.float64) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(low, high, shape).astype(dtype)
+
+
+def noncontig(a: np.ndarray) -> np.ndarray:
+    """The same values as `a` in a non-contiguous (strided) array."""
+    big = np.empty(a.shape + (2,), a.dtype)
+    big[..., 0] = a
+    v = big[..., 0]
+    assert not v.flags.c_contiguous or a.size <= 1
+    return v
+
+
+def leaf(a: np.ndarray, requires_grad: bool = True) -> ember.Tensor:
+    """An ember leaf sharing nothing with `a` (keeps `a`'s strides when it is a non-contiguous view)."""
+    t = ember.from_numpy(a.copy(order="K") if a.flags.c_contiguous else a)
+    return t.requires_grad_(requires_grad) if a.dtype.kind == "f" else t
+
+
+def check_grad(fn, *arrays, gradgrad: bool = True, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3) -> None:
+    """gradcheck (and gradgradcheck) of `fn` on float64 leaves made from `arrays`."""
+    xs = [leaf(np.asarray(a, np.float64) if np.asarray(a).dtype.kind == "f" else np.asarray(a)) for a in arrays]
+    assert ember.autograd.gradcheck(fn, xs, eps=eps, atol=atol, rtol=rtol)
+    if gradgrad:
+        assert ember.autograd.gradgradcheck(fn, xs, eps=eps, atol=atol, rtol=rtol)
+
+
+def compare_torch(ember_fn, torch_fn, *arrays, rtol: float | None = None, atol: float | None = None, seed: int = 1) -> None:
+    """Run `ember_fn` and `torch_fn` on the same inputs; compare outputs and the gradients of every
+    floating input for a random cotangent. Inputs keep their dtypes (float32 or float64)."""
+    if torch is None:
+        pytest.skip("PyTorch is not installed")
+    arrays = [np.asarray(a) for a in arrays]
+    e_in = [leaf(a) for a in arrays]
+    t_in = [torch.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
+    e_out, t_out = ember_fn(*e_in), torch_fn(*t_in)
+    e_outs = e_out if isinstance(e_out, (tuple, list)) else (e_out,)
+    t_outs = t_out if isinstance(t_out, (tuple, list)) else (t_out,)
+    assert len(e_outs) == len(t_outs)
+    lowp = any(a.dtype == np.float32 for a in arrays if a.dtype.kind == "f")
+    rtol = rtol if rtol is not None else (1e-4 if lowp else 1e-7)
+    atol = atol if atol is not None else (1e-5 if lowp else 1e-9)
+    rng = np.random.default_rng(seed)
+    e_roots, e_cots, t_roots, t_cots = [], [], [], []
+    for eo, to in zip(e_outs, t_outs):
+        assert tuple(eo.shape) == tuple(to.shape), (eo.shape, to.shape)
+        assert str(eo.dtype).split(".")[-1] == str(to.dtype).split(".")[-1], (eo.dtype, to.dtype)
+        np.testing.assert_allclose(eo.detach().numpy(), to.detach().numpy(), rtol=rtol, atol=atol)
+        if eo.requires_grad and to.requires_grad:
+            c = rng.standard_normal(eo.shape).astype(eo.detach().numpy().dtype)
+            e_roots.append(eo), e_cots.append(ember.from_numpy(c))
+            t_roots.append(to), t_cots.append(torch.from_numpy(c.copy()))
+    if not e_roots:
+        return
+    ember.autograd.backward(e_roots, e_cots)
+    torch.autograd.backward(t_roots, t_cots)
+    for i, (e, t) in enumerate(zip(e_in, t_in)):
+        if t.requires_grad:
+            tg = t.grad
+            eg = e.grad
+            if tg is None:
+                assert eg is None or np.allclose(eg.numpy(), 0), f"input {i}: ember has a gradient, PyTorch none"
+                continue
+            assert eg is not None, f"input {i}: PyTorch has a gradient, ember none"
+            assert eg.shape == tuple(tg.shape)
+            np.testing.assert_allclose(eg.numpy(), tg.numpy(), rtol=rtol, atol=atol, err_msg=f"gradient of input {i}")
