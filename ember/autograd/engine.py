@@ -273,8 +273,9 @@ class _Run:
             if t._hooks:
                 g = _call_hooks(t._hooks, g)
             if not self.accumulate:
-                for i in idx:
-                    self.captured[i] = g
+                for i in idx:  # a leaf reached along several paths: sum
+                    c = self.captured[i]
+                    self.captured[i] = g if c is None else c + g
                 return
         elif t._hooks:
             g = _call_hooks(t._hooks, g)
