@@ -10,7 +10,7 @@ import numpy as np
 
 from .._tensor import Tensor, make
 from .engine import grad
-from .grad_mode import no_grad
+from .grad_mode import enable_grad, no_grad
 
 
 class GradcheckError(RuntimeError):
@@ -104,8 +104,9 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
 
     def first_derivatives(*args):
         xs, gos = args[:n_in], args[n_in:]
-        os_ = _outputs(func, xs)
-        gs = grad(os_, [xs[i] for i in diff_idx], list(gos), create_graph=True, allow_unused=True)
+        with enable_grad():  # also when the numerical pass evaluates this under no_grad
+            os_ = _outputs(func, xs)
+            gs = grad(os_, [xs[i] for i in diff_idx], list(gos), create_graph=True, allow_unused=True)
         return tuple(g for g in gs if g is not None)
 
     return gradcheck(first_derivatives, tuple(inputs) + tuple(grad_outputs), eps=eps, atol=atol, rtol=rtol,
