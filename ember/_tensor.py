@@ -22,7 +22,7 @@ class Tensor:
     `grad_fn` (the graph node that produced it; None for leaves), `is_leaf`, `name`.
     """
 
-    __slots__ = ("data", "grad", "requires_grad", "_edge", "_version", "_base", "name", "_hooks", "__weakref__")
+    __slots__ = ("data", "grad", "requires_grad", "_edge", "_vc", "_base", "name", "_hooks", "__weakref__")
     __array_priority__ = 1000
 
     def __init__(self, *args, requires_grad: bool = False, dtype=None, device=None) -> None:
@@ -92,8 +92,10 @@ class Tensor:
         return self._edge is None
 
     @property
-    def _version_count(self) -> int:
-        return self._version[0]
+    def _version(self) -> int:
+        """How many in-place changes the storage has seen (shared by a tensor and all its views)."""
+        b = self._base
+        return (b if b is not None else self)._vc
 
     @property
     def retains_grad(self) -> bool:
@@ -200,8 +202,7 @@ class Tensor:
         """A new leaf sharing this tensor's data (and version counter), outside the graph."""
         t = _new(Tensor)
         _init(t, self.data, False, None)
-        t._version = self._version
-        t._base = self._base if self._base is not None else self
+        t._base = self._base if self._base is not None else self  # shares storage, so the version counter
         return t
 
     def detach_(self) -> "Tensor":
@@ -285,10 +286,29 @@ def _init(t: Tensor, data, requires_grad: bool, edge) -> None:
     t.grad = None
     t.requires_grad = requires_grad
     t._edge = edge
-    t._version = [0]
+    t._vc = 0
     t._base = None
     t.name = None
     t._hooks = None
+
+
+def version(t: Tensor) -> int:
+    """The version counter of t's storage (views count on the tensor they were taken from)."""
+    b = t._base
+    return (b if b is not None else t)._vc
+
+
+def bump_version(t: Tensor) -> None:
+    """Record an in-place change of t's storage."""
+    b = t._base
+    (b if b is not None else t)._vc += 1
+
+
+def as_view(out: Tensor, of: Tensor) -> Tensor:
+    """Mark `out` (whose array is a view of `of`'s) as a view: it then shares of's version counter."""
+    b = of._base
+    out._base = b if b is not None else of
+    return out
 
 
 def make(data, requires_grad: bool = False, edge=None) -> Tensor:
@@ -298,7 +318,7 @@ def make(data, requires_grad: bool = False, edge=None) -> Tensor:
     t.grad = None
     t.requires_grad = requires_grad
     t._edge = edge
-    t._version = [0]
+    t._vc = 0
     t._base = None
     t.name = None
     t._hooks = None

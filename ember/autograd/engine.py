@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._tensor import Slot, Tensor, make
+from .._tensor import Slot, Tensor, bump_version, make
 from .function import FREED, Node
 from .grad_mode import MODE
 
@@ -299,7 +299,7 @@ class _Run:
             t.grad = old + g
         elif old.data.flags.writeable and old.data.shape == g.data.shape:
             old.data += g.data  # in place, as PyTorch accumulates when grad mode is off
-            old._version[0] += 1
+            bump_version(old)
         else:
             t.grad = make(old.data + g.data)
 

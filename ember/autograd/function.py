@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._tensor import Slot, Tensor, make
+import weakref
+
+from .._tensor import Slot, Tensor, make, version
 from .grad_mode import MODE
 
 _new = object.__new__
@@ -71,13 +73,15 @@ class Node:
             i = 0
             for t in self.inputs:
                 if isinstance(t, Tensor):
-                    if t._version[0] != vs[i]:
-                        self._modified(t, vs[i], t._version[0])
+                    if version(t) != vs[i]:
+                        self._modified(t, vs[i], version(t))
                     i += 1
                 elif type(t) is tuple:  # a saved output of a Function (see _record_function)
                     i += 1
-        if self.out_version is not None and self.out_version[0][0] != self.out_version[1]:
-            self._modified(self.out, self.out_version[1], self.out_version[0][0])
+        if self.out_version is not None:
+            res = self.out_version()  # the result, if still alive (only then can it have been modified)
+            if res is not None and res._vc != 0:
+                self._modified(res, 0, res._vc)
 
     def _modified(self, t, saved: int, now: int):
         shape = list(t.shape)
@@ -151,9 +155,16 @@ class Op(Node):
         node = _new(cls)
         record = False
         arrays = []
+        kind = None
         for a in args:
             if isinstance(a, Tensor):
-                arrays.append(a.data)
+                d = a.data
+                if kind is None:
+                    kind = d.__class__
+                elif d.__class__ is not kind:
+                    from ..backend import check_same_device
+                    check_same_device(cls.__name__.lower(), [t.data for t in args if isinstance(t, Tensor)])
+                arrays.append(d)
                 if a.requires_grad:
                     record = True
             else:
@@ -177,13 +188,13 @@ def _record(node: Node, args: tuple, out) -> Tensor:
     node.next = tuple(nxt)
     if node.saves_inputs:
         node.inputs = args
-        node.versions = tuple([a._version[0] for a in args if isinstance(a, Tensor)])
+        node.versions = tuple([version(a) for a in args if isinstance(a, Tensor)])
     else:
         node.inputs = node.versions = None
     result = make(out, True, node)
     if node.saves_output:
         node.out = out
-        node.out_version = (result._version, 0)
+        node.out_version = weakref.ref(result)
     else:
         node.out = node.out_version = None
     if MODE.anomaly:
@@ -361,7 +372,7 @@ def _record_function(ctx: FunctionCtx, args: tuple, outputs: list) -> None:
     ctx.next = tuple(nxt)
     saved = ctx._to_save
     if saved is not None:
-        ctx.versions = tuple(t._version[0] for t in saved if t is not None)
+        ctx.versions = tuple(version(t) for t in saved if t is not None)
         out_index = {id(o): i for i, o in enumerate(outputs) if isinstance(o, Tensor) and o._edge is not None}
         # A saved output would hold its own grad_fn (a cycle): keep its array and rebuild it on access.
         saved = tuple((t.data, out_index[id(t)]) if id(t) in out_index else t for t in saved)

@@ -62,6 +62,15 @@ def device_of(array) -> device:
     return dev if isinstance(dev, device) else dev(array)
 
 
+def check_same_device(op: str, arrays) -> None:
+    """Raise PyTorch's error when the arrays of one op live on different devices."""
+    devs = {device_of(a) for a in arrays if type(a) in _ARRAY_TYPES}
+    if len(devs) > 1:
+        names = sorted(str(d) for d in devs)
+        raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                           f"{names[0]} and {names[1]}! (when checking arguments for {op}); move them with .to(device)")
+
+
 def array_module(array):
     """The NumPy-compatible module (numpy or cupy) that owns `array`."""
     return _ARRAY_TYPES[type(array)][1]

@@ -6,9 +6,12 @@ each input's shape and dtype (`sum_to`) after backward.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _dtype as dt
+from .. import backend
 from .._tensor import Tensor, make
 from ..autograd.function import Op, _record
 from ..autograd.grad_mode import MODE
@@ -80,14 +83,16 @@ class BinaryOp(Op):
 
 def binary(cls, a, b, name: str) -> Tensor:
     """Apply a BinaryOp to a and b (at least one a Tensor): promote, compute, record."""
-    if type(a) is not Tensor and not isinstance(a, Tensor):
+    if not isinstance(a, Tensor):
         a = _operand(a, name)
-    if type(b) is not Tensor and not isinstance(b, Tensor):
+    if not isinstance(b, Tensor):
         b = _operand(b, name)
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     x = a.data if ta else a
     y = b.data if tb else b
     if ta and tb:
+        if x.__class__ is not y.__class__:
+            backend.check_same_device(name, (x, y))
         if x.dtype is not y.dtype:
             x, y = _promoted(x, y, name)
         rg = a.requires_grad or b.requires_grad
@@ -99,9 +104,8 @@ def binary(cls, a, b, name: str) -> Tensor:
         if y.dtype.kind != "f" or x.__class__ is bool:
             x, y = _promoted(x, y, name)
         rg = b.requires_grad
-    node = _new(cls)
     try:
-        out = node.forward(x, y)
+        out = cls.forward(None, x, y)
     except ValueError:
         _check_broadcast(x, y, name)
         raise
@@ -109,13 +113,72 @@ def binary(cls, a, b, name: str) -> Tensor:
         out = np.asarray(out)
     if not (rg and MODE.grad):
         return make(out)
-    r = _record(node, (a, b), out)
+    return _record_binary(_new(cls), a, b, out)
+
+
+def _record_binary(node: BinaryOp, a, b, out) -> Tensor:
+    if not (a.__class__ is Tensor and b.__class__ is Tensor):
+        r = _record(node, (a, b), out)
+    else:  # _record, unrolled for two tensors: the hot path of recording
+        ea, eb = a._edge, b._edge
+        node.next = (ea if ea is not None else (a if a.requires_grad else None),
+                     eb if eb is not None else (b if b.requires_grad else None))
+        if node.saves_inputs:
+            node.inputs = (a, b)
+            ba, bb = a._base, b._base
+            node.versions = ((ba if ba is not None else a)._vc, (bb if bb is not None else b)._vc)
+        else:
+            node.inputs = node.versions = None
+        node.out = node.out_version = None
+        r = make(out, True, node)
+        if MODE.anomaly:
+            from ..autograd.anomaly import creation_trace
+            node.trace = creation_trace()
     # remember inputs that broadcast or were promoted, to reduce their grads back
-    ma = (a.shape, a.data.dtype) if ta and a.requires_grad and (a.shape != out.shape or a.data.dtype is not out.dtype) else None
-    mb = (b.shape, b.data.dtype) if tb and b.requires_grad and (b.shape != out.shape or b.data.dtype is not out.dtype) else None
+    ma = mb = None
+    if isinstance(a, Tensor) and a.requires_grad:
+        d = a.data
+        if d.shape != out.shape or d.dtype is not out.dtype:
+            ma = (d.shape, d.dtype)
+    if isinstance(b, Tensor) and b.requires_grad:
+        d = b.data
+        if d.shape != out.shape or d.dtype is not out.dtype:
+            mb = (d.shape, d.dtype)
     if ma is not None or mb is not None:
         node.meta = (ma, mb)
     return r
+
+
+def _binop(cls, name: str, slow=None):
+    """The operator function of a BinaryOp, with the hot path (two plain tensors of one dtype)
+    inline: per-op overhead is a design goal. Everything else, errors included, goes to `slow`
+    (default: `binary`). BinaryOp.forward must not store state on self, so the node is created
+    only when the graph is recorded."""
+    forward = cls.forward
+    if slow is None:
+        def slow(input, other):
+            return binary(cls, input, other, name)
+
+    def op(input, other):
+        if input.__class__ is Tensor and other.__class__ is Tensor:
+            x, y = input.data, other.data
+            if x.dtype is y.dtype:
+                try:
+                    out = forward(None, x, y)
+                except (ValueError, TypeError, RuntimeError):
+                    return slow(input, other)  # raises ember's error
+                if out.__class__ is not _ndarray and isinstance(out, _generic):
+                    out = np.asarray(out)
+                if (input.requires_grad or other.requires_grad) and MODE.grad:
+                    return _record_binary(_new(cls), input, other, out)
+                t = _new(Tensor)
+                t.data, t.grad, t.requires_grad, t._edge, t._vc, t._base, t.name, t._hooks = out, None, False, None, 0, None, None, None
+                return t
+        return slow(input, other)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = cls.__doc__
+    return op
 
 
 # ---------------------------------------------------------------------- differentiable binary ops
@@ -158,7 +221,10 @@ class Div(BinaryOp):
 
     def forward(self, x, y):
         if getattr(x, "dtype", None) is not None and x.dtype.kind != "f" and (getattr(y, "dtype", None) is None or y.dtype.kind != "f"):
-            x = x.astype(dt.NP_DEFAULT_FLOAT)  # true division of integers gives the default float dtype
+            # true division of integers gives the default float dtype (both sides: NumPy's int32 / float32 is float64)
+            x = x.astype(dt.NP_DEFAULT_FLOAT)
+            if getattr(y, "dtype", None) is not None:
+                y = y.astype(dt.NP_DEFAULT_FLOAT)
         elif getattr(y, "dtype", None) is not None and y.dtype.kind != "f" and not isinstance(x, float):
             y = y.astype(dt.NP_DEFAULT_FLOAT)
         return x / y
@@ -175,6 +241,10 @@ class Pow(BinaryOp):
     saves_inputs = True
 
     def forward(self, x, y):
+        if _is_bool(x) and _is_bool(y):
+            if y.__class__ is not bool:
+                raise NotImplementedError("pow(): not implemented for two bool tensors; convert them with .int() first")
+            return x.copy() if y else np.ones_like(x)  # x ** True = x, x ** False = True (as PyTorch, bool result)
         if isinstance(y, int) and not isinstance(y, bool) and y < 0 and getattr(x, "dtype", np.dtype("f")).kind in "iub":
             raise RuntimeError("pow(): Integers to negative integer powers are not allowed.")
         if (isinstance(y, _ndarray) and y.dtype.kind in "iu" and getattr(x, "dtype", np.dtype("f")).kind in "iu"
@@ -183,18 +253,24 @@ class Pow(BinaryOp):
         return x ** y
 
     def backward(self, gz, x, y):
+        # PyTorch's conventions at the singular points: dz/dx = 0 where y = 0 (also at x = 0), and
+        # dz/dy = 0 where x = 0 and y >= 0 (z ln x would be 0 * -inf); for y < 0 it is -inf there.
         gx = gy = None
         if self.needs(0):
             if isinstance(y, (int, float)):
                 gx = gz * (y * x ** (y - 1)) if y != 0 else gz * 0.0
             else:
-                gx = gz * y * x ** (y - 1)
+                gx = gz * where(y == 0, 0.0, y * x ** (y - 1))
         if self.needs(1):
             if isinstance(x, (int, float)):
-                gy = gz * (x ** y) * float(np.log(x)) if x > 0 else gz * 0.0 if x == 0 else gz * (x ** y) * float("nan")
+                if x == 0:
+                    gy = gz * where(y >= 0, 0.0, float("-inf"))
+                else:
+                    gy = gz * (x ** y) * (math.log(x) if x > 0 else float("nan"))
             else:
-                safe = where(x == 0, 1.0, x)  # 0**y has derivative 0 in y for y >= 0 (avoid 0 * -inf)
-                gy = gz * where(x == 0, 0.0, (x ** y) * safe.log())
+                zero = (x == 0) & (y >= 0)
+                safe = where(zero, 1.0, x)  # keeps ln out of the masked points, so double backward has no 0 * inf
+                gy = gz * where(zero, 0.0, (x ** y) * safe.log())
         return gx, gy
 
 
@@ -243,7 +319,26 @@ class Remainder(BinaryOp):
         return gz, (-gz * (x / y).floor() if self.needs(1) else None)
 
 
+class Fmod(BinaryOp):
+    """z = x - trunc(x / y)·y (sign of x, as C's fmod);  dz/dx = 1, dz/dy = -trunc(x / y)."""
+
+    saves_inputs = True
+
+    def forward(self, x, y):
+        _check_int_zero(y, x, "fmod")
+        return np.fmod(x, y)
+
+    def backward(self, gz, x, y):
+        return gz, (-gz * (x / y).trunc() if self.needs(1) else None)
+
+
+def _is_bool(v) -> bool:
+    return v.__class__ is bool or getattr(v, "dtype", None) == np.bool_
+
+
 def _check_int_zero(y, x, op):
+    if _is_bool(x) and _is_bool(y):
+        raise NotImplementedError(f"{op}(): not implemented for two bool operands; convert them with .int() first")
     ints = getattr(x, "dtype", None) is not None and x.dtype.kind in "iub" or isinstance(x, int)
     if ints and (getattr(y, "dtype", None) is not None and y.dtype.kind in "iub" or isinstance(y, int)):
         if np.any(np.asarray(y) == 0):
@@ -265,13 +360,11 @@ def _nondiff(cls, a, b, name: str) -> Tensor:
 
 
 def _fn_op(fn, name: str, check_zero: bool = False):
-    cls = type(name.title().replace("_", ""), (_NonDiff,), {"forward": staticmethod(fn)})
-    if check_zero:
-        def forward(x, y):
+    def forward(self, x, y):
+        if check_zero:
             _check_int_zero(y, x, name)
-            return fn(x, y)
-        cls.forward = staticmethod(forward)
-    return cls
+        return fn(x, y)
+    return type(name.title().replace("_", ""), (_NonDiff,), {"forward": forward})
 
 
 FloorDivide = _fn_op(np.floor_divide, "floor_divide", check_zero=True)
@@ -281,14 +374,14 @@ Gt, Ge = _fn_op(np.greater, "gt"), _fn_op(np.greater_equal, "ge")
 
 
 def _logical(fn, name: str):
-    def forward(x, y):
+    def forward(self, x, y):
         for v in (x, y):
             k = getattr(v, "dtype", None)
             if (k is not None and k.kind == "f") or isinstance(v, float):
                 raise TypeError(f"{name}(): bitwise and logical operators need bool or integer tensors, got a float operand; "
                                 f"use logical_{name.split('_')[-1]}() or compare first")
         return fn(x, y)
-    return type(name.title().replace("_", ""), (_NonDiff,), {"forward": staticmethod(forward)})
+    return type(name.title().replace("_", ""), (_NonDiff,), {"forward": forward})
 
 
 BitwiseAnd, BitwiseOr, BitwiseXor = (_logical(np.bitwise_and, "bitwise_and"), _logical(np.bitwise_or, "bitwise_or"),
@@ -391,9 +484,22 @@ def add(input, other, *, alpha=1) -> Tensor:
     return binary(Add, input, other if alpha == 1 else other * alpha, "add")
 
 
+def _bool_sub(a, b) -> None:
+    if (a.data.dtype == np.bool_ if isinstance(a, Tensor) else _is_bool(a)) or \
+            (b.data.dtype == np.bool_ if isinstance(b, Tensor) else _is_bool(b)):
+        raise RuntimeError("sub(): subtraction, the `-` operator, with a bool tensor or bool value is not supported; "
+                           "to invert a mask use `~` or logical_not(), to compare two masks use `^` or logical_xor()")
+
+
 def sub(input, other, *, alpha=1) -> Tensor:
     """input - alpha * other."""
+    _bool_sub(input, other)
     return binary(Sub, input, other if alpha == 1 else other * alpha, "sub")
+
+
+def _rsub(a, b) -> Tensor:
+    _bool_sub(a, b)
+    return binary(Sub, b, a, "sub")
 
 
 def mul(input, other) -> Tensor:
@@ -439,7 +545,7 @@ def remainder(input, other) -> Tensor:
 
 def fmod(input, other) -> Tensor:
     """Remainder with the sign of the dividend (C's fmod): x - trunc(x / y) * y."""
-    return input - (input / other).detach().trunc() * other
+    return binary(Fmod, input, other, "fmod")
 
 
 def floor_divide(input, other) -> Tensor:
@@ -516,16 +622,18 @@ def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equa
 # ---------------------------------------------------------------------- operators on Tensor
 def _bind() -> None:
     T = Tensor
-    T.__add__ = lambda a, b: binary(Add, a, b, "add")
-    T.__radd__ = lambda a, b: binary(Add, b, a, "add")
-    T.__sub__ = lambda a, b: binary(Sub, a, b, "sub")
-    T.__rsub__ = lambda a, b: binary(Sub, b, a, "sub")
-    T.__mul__ = lambda a, b: binary(Mul, a, b, "mul")
-    T.__rmul__ = lambda a, b: binary(Mul, b, a, "mul")
-    T.__truediv__ = lambda a, b: binary(Div, a, b, "div")
-    T.__rtruediv__ = lambda a, b: binary(Div, b, a, "div")
-    T.__pow__ = lambda a, b: binary(Pow, a, b, "pow")
-    T.__rpow__ = lambda a, b: binary(Pow, b, a, "pow")
+    _add, _mul, _div, _pow = _binop(Add, "add"), _binop(Mul, "mul"), _binop(Div, "div"), _binop(Pow, "pow")
+    _sub = _binop(Sub, "sub", slow=sub)
+    T.__add__ = _add
+    T.__radd__ = lambda a, b: _add(b, a)
+    T.__sub__ = _sub
+    T.__rsub__ = _rsub
+    T.__mul__ = _mul
+    T.__rmul__ = lambda a, b: _mul(b, a)
+    T.__truediv__ = _div
+    T.__rtruediv__ = lambda a, b: _div(b, a)
+    T.__pow__ = _pow
+    T.__rpow__ = lambda a, b: _pow(b, a)
     T.__floordiv__ = floor_divide
     T.__rfloordiv__ = lambda a, b: floor_divide(b, a)
     T.__mod__ = remainder

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype as dt
-from .._tensor import Tensor, make
+from .._tensor import Tensor, bump_version, make
 from ..autograd.grad_mode import MODE
 from . import arithmetic as A
 from . import unary as U
@@ -43,7 +43,7 @@ def _commit(t: Tensor, result: Tensor, op: str) -> Tensor:
         t.requires_grad = True
     else:
         np.copyto(t.data, r, casting="same_kind")
-    t._version[0] += 1
+    bump_version(t)
     return t
 
 
@@ -78,7 +78,7 @@ def _binary_(cls, name: str):
                 A._check_broadcast(x, y, op)
                 raise RuntimeError(f"{op}: output with shape {list(x.shape)} doesn't match the broadcast shape "
                                    f"{list(np.broadcast_shapes(x.shape, np.shape(y)))}") from None
-            self._version[0] += 1
+            bump_version(self)
             return self
         if self._base is not None and MODE.grad:
             _commit_view_check(self, op)
@@ -127,7 +127,7 @@ def fill_(self: Tensor, value) -> Tensor:
         self.requires_grad = False  # constant now: nothing upstream gets a gradient through it
     else:
         self.data[...] = value
-    self._version[0] += 1
+    bump_version(self)
     return self
 
 
@@ -156,7 +156,7 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     if MODE.grad and self.requires_grad:
         self._edge = None
         self.requires_grad = False
-    self._version[0] += 1
+    bump_version(self)
     return self
 
 
