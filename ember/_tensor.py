@@ -221,6 +221,7 @@ class Tensor:
         node, nr = (e.node, e.nr) if type(e) is Slot else (e, 0)
         if node._retain is None:
             node._retain = {}
+            node._hooked = True
         node._retain[nr] = weakref.ref(self)
 
     def register_hook(self, hook) -> "RemovableHandle":
@@ -236,6 +237,7 @@ class Tensor:
             node, nr = (e.node, e.nr) if type(e) is Slot else (e, 0)
             if node._pre_hooks is None:
                 node._pre_hooks = {}
+                node._hooked = True
             hooks = node._pre_hooks.setdefault(nr, [])
         hooks.append(hook)
         return RemovableHandle(hooks, hook)

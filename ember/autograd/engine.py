@@ -147,41 +147,65 @@ def _run(roots: list, root_grads: list, retain_graph: bool, create_graph: bool, 
             else:
                 _add_to_buffer(buffers, e, g)
         ready = [n for n in deps if deps[n] == 0]
+        anomaly = MODE.anomaly
+        special = run.node_targets is not None or needed is not None  # else: the plain, fast loop
+        pop, push, bpop = ready.pop, ready.append, buffers.pop
         while ready:
-            node = ready.pop()
-            g = buffers.pop(node, None)
+            node = pop()
+            g = bpop(node, None)
             grads = None
             if g is not None:
-                if node._pre_hooks is not None or node._retain is not None or run.node_targets:
+                if node._hooked or special:
                     g = run.pre_hooks(node, g)
                 if needed is None or node in needed:
                     grads = node._backward(g)
-                    if MODE.anomaly:
+                    if anomaly:
                         _check_anomaly(node, grads)
                     if node._post_hooks:
                         for h in node._post_hooks:
                             r = h(grads, g if isinstance(g, list) else [g])
                             if r is not None:
                                 grads = tuple(r)
-            if not retain_graph:
+            if not retain_graph and (node.inputs is not None or node.out is not None):
                 node._free()
-            for i, e in enumerate(node.next):
+            if grads is None:
+                grads = _NONES
+            for e, gi in zip(node.next, grads):
                 if e is None:
                     continue
-                gi = grads[i] if grads is not None else None
-                if isinstance(e, Tensor):
+                cls = e.__class__
+                if cls is Tensor or isinstance(e, Tensor):
                     if gi is not None:
                         run.deliver_leaf(e, gi)
                     continue
-                if gi is not None:
-                    _add_to_buffer(buffers, e, gi)
-                n = e.node if type(e) is Slot else e
-                deps[n] -= 1
-                if deps[n] == 0:
-                    ready.append(n)
+                if cls is Slot:
+                    if gi is not None:
+                        _add_to_buffer(buffers, e, gi)
+                    e = e.node
+                elif gi is not None:
+                    old = buffers.get(e)
+                    buffers[e] = gi if old is None else old + gi
+                c = deps[e] - 1
+                deps[e] = c
+                if c == 0:
+                    push(e)
     finally:
         MODE.grad = prev_mode
     return run.captured
+
+
+class _Nones:
+    """Stands for the gradients of a node that did not run: None for every input."""
+
+    def __getitem__(self, i):
+        return None
+
+    def __iter__(self):
+        while True:
+            yield None
+
+
+_NONES = _Nones()
 
 
 def _add_to_buffer(buffers: dict, e, g) -> None:

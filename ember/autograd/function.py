@@ -17,7 +17,11 @@ from .grad_mode import MODE
 _new = object.__new__
 _ndarray = np.ndarray
 _generic = np.generic
-FREED = ()  # `inputs` after the graph was freed; distinct from "saved nothing" (None)
+class _Freed(tuple):
+    """Type of FREED: empty like the saved inputs it replaces, but a distinct object."""
+
+
+FREED = _Freed()  # `inputs` after the graph was freed; distinct from "saved nothing" (None)
 
 
 class Node:
@@ -29,6 +33,7 @@ class Node:
     _pre_hooks = None  # {output index: [tensor hooks]}
     _retain = None  # {output index: weakref to a tensor that called retain_grad()}
     _post_hooks = None  # [hook(grad_inputs, grad_outputs)]
+    _hooked = False  # True once any of the above is set: the engine's one test per node
     trace = None  # creation traceback, under detect_anomaly
 
     def name(self) -> str:
@@ -57,6 +62,7 @@ class Node:
         from .._tensor import RemovableHandle
         if self._post_hooks is None:
             self._post_hooks = []
+            self._hooked = True
         hooks = self._post_hooks
         hooks.append(hook)
         return RemovableHandle(hooks, hook)
@@ -140,12 +146,15 @@ class Op(Node):
         return self.next[i] is not None
 
     def _backward(self, g):
-        self._check_saved()
-        if self.saves_inputs:
-            r = self.backward(g, *self.inputs)
+        inputs = self.inputs
+        if inputs is not None:
+            self._check_saved()
+            r = self.backward(g, *inputs)
         else:
+            if self.out is not None or self.saves_output:
+                self._check_saved()
             r = self.backward(g)
-        return r if type(r) is tuple else (r,)
+        return r if r.__class__ is tuple else (r,)
 
     @classmethod
     def apply(cls, *args, **kwargs) -> Tensor:
@@ -371,6 +380,7 @@ def _record_function(ctx: FunctionCtx, args: tuple, outputs: list) -> None:
             nxt.append(None)
     ctx.next = tuple(nxt)
     saved = ctx._to_save
+    ctx._to_save = None  # it may hold outputs, which hold ctx
     if saved is not None:
         ctx.versions = tuple(version(t) for t in saved if t is not None)
         out_index = {id(o): i for i, o in enumerate(outputs) if isinstance(o, Tensor) and o._edge is not None}

@@ -117,16 +117,23 @@ def binary(cls, a, b, name: str) -> Tensor:
 
 
 def _record_binary(node: BinaryOp, a, b, out) -> Tensor:
-    if not (a.__class__ is Tensor and b.__class__ is Tensor):
+    ta, tb = a.__class__ is Tensor, b.__class__ is Tensor
+    if not ((ta or b.__class__ in _SCALARS) and (tb or a.__class__ in _SCALARS)):
         r = _record(node, (a, b), out)
-    else:  # _record, unrolled for two tensors: the hot path of recording
-        ea, eb = a._edge, b._edge
-        node.next = (ea if ea is not None else (a if a.requires_grad else None),
-                     eb if eb is not None else (b if b.requires_grad else None))
+    else:  # _record, unrolled for two tensors or a tensor and a number: the hot path of recording
+        ea = a._edge if ta else None
+        eb = b._edge if tb else None
+        node.next = (ea if ea is not None else (a if ta and a.requires_grad else None),
+                     eb if eb is not None else (b if tb and b.requires_grad else None))
         if node.saves_inputs:
             node.inputs = (a, b)
-            ba, bb = a._base, b._base
-            node.versions = ((ba if ba is not None else a)._vc, (bb if bb is not None else b)._vc)
+            if ta and tb:
+                ba, bb = a._base, b._base
+                node.versions = ((ba if ba is not None else a)._vc, (bb if bb is not None else b)._vc)
+            else:
+                t = a if ta else b
+                bt = t._base
+                node.versions = ((bt if bt is not None else t)._vc,)
         else:
             node.inputs = node.versions = None
         node.out = node.out_version = None
@@ -160,21 +167,36 @@ def _binop(cls, name: str, slow=None):
             return binary(cls, input, other, name)
 
     def op(input, other):
-        if input.__class__ is Tensor and other.__class__ is Tensor:
-            x, y = input.data, other.data
-            if x.dtype is y.dtype:
-                try:
-                    out = forward(None, x, y)
-                except (ValueError, TypeError, RuntimeError):
-                    return slow(input, other)  # raises ember's error
-                if out.__class__ is not _ndarray and isinstance(out, _generic):
-                    out = np.asarray(out)
-                if (input.requires_grad or other.requires_grad) and MODE.grad:
-                    return _record_binary(_new(cls), input, other, out)
-                t = _new(Tensor)
-                t.data, t.grad, t.requires_grad, t._edge, t._vc, t._base, t.name, t._hooks = out, None, False, None, 0, None, None, None
-                return t
-        return slow(input, other)
+        # the hot path: two tensors of one dtype, or a float tensor and a Python number
+        # (NumPy keeps a Python number "weak", as PyTorch does, so no promotion work is needed)
+        ic, oc = input.__class__, other.__class__
+        if ic is Tensor:
+            x = input.data
+            if oc is Tensor:
+                y = other.data
+                if x.dtype is not y.dtype:
+                    return slow(input, other)
+            elif (oc is float or oc is int) and x.dtype.kind == "f":
+                y = other
+            else:
+                return slow(input, other)
+        elif oc is Tensor and (ic is float or ic is int):
+            x, y = input, other.data
+            if y.dtype.kind != "f":
+                return slow(input, other)
+        else:
+            return slow(input, other)
+        try:
+            out = forward(None, x, y)
+        except (ValueError, TypeError, RuntimeError):
+            return slow(input, other)  # raises ember's error
+        if out.__class__ is not _ndarray and isinstance(out, _generic):
+            out = np.asarray(out)
+        if MODE.grad and ((ic is Tensor and input.requires_grad) or (oc is Tensor and other.requires_grad)):
+            return _record_binary(_new(cls), input, other, out)
+        t = _new(Tensor)
+        t.data, t.grad, t.requires_grad, t._edge, t._vc, t._base, t.name, t._hooks = out, None, False, None, 0, None, None, None
+        return t
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = cls.__doc__
@@ -211,7 +233,8 @@ class Mul(BinaryOp):
         return x * y
 
     def backward(self, gz, x, y):
-        return (gz * y if self.needs(0) else None), (gz * x if self.needs(1) else None)
+        nx = self.next
+        return (gz * y if nx[0] is not None else None), (gz * x if nx[1] is not None else None)
 
 
 class Div(BinaryOp):

@@ -197,8 +197,20 @@ class Tanh(Op):
         return np.tanh(x)
 
     def backward(self, gz):
-        z = self.output()
-        return gz * (1 - z * z)
+        return TanhGrad.apply(gz, self.output())
+
+
+class TanhGrad(Op):
+    """Tanh's backward fused into one op: r = gz·(1 - z²);  dr/dgz = 1 - z², dr/dz = -2·gz·z."""
+
+    def forward(self, gz, z):
+        r = z * z
+        np.subtract(1, r, out=r)
+        r *= gz
+        return r
+
+    def backward(self, gr, gz, z):
+        return (TanhGrad.apply(gr, z) if self.needs(0) else None), (gr * gz * z * -2 if self.needs(1) else None)
 
 
 class Sigmoid(Op):
@@ -213,8 +225,20 @@ class Sigmoid(Op):
         return z
 
     def backward(self, gz):
-        z = self.output()
-        return gz * (z * (1 - z))
+        return SigmoidGrad.apply(gz, self.output())
+
+
+class SigmoidGrad(Op):
+    """Sigmoid's backward fused into one op: r = gz·z(1 - z);  dr/dgz = z(1 - z), dr/dz = gz(1 - 2z)."""
+
+    def forward(self, gz, z):
+        r = 1 - z
+        r *= z
+        r *= gz
+        return r
+
+    def backward(self, gr, gz, z):
+        return (SigmoidGrad.apply(gr, z) if self.needs(0) else None), (gr * gz * (1 - 2 * z) if self.needs(1) else None)
 
 
 class Relu(Op):
@@ -226,7 +250,17 @@ class Relu(Op):
         return np.maximum(x, 0)
 
     def backward(self, gz):
-        return gz * (self.output() > 0)
+        return ReluGrad.apply(gz, self.output())
+
+
+class ReluGrad(Op):
+    """Relu's backward as one op: r = gz where z > 0, else 0;  dr/dgz: the same mask, dr/dz = 0 (a.e.)."""
+
+    def forward(self, gz, z):
+        return gz * (z > 0)
+
+    def backward(self, gr, gz, z):
+        return (ReluGrad.apply(gr, z) if self.needs(0) else None), None
 
 
 class Abs(Op):
@@ -310,20 +344,34 @@ class Cast(Op):
 
 
 # ---------------------------------------------------------------------- erf without SciPy
-def _erfc_chebyshev(n: int = 48):
-    """Chebyshev fit of g(t) = ln(erfc(z)/t) + z² with t = 2/(2+z), z ≥ 0, so that
-    erfc(z) = t·exp(-z² + g(t)). g is smooth on t ∈ (0, 1]; the fit is made once at import
-    from math.erfc at Chebyshev nodes, and is accurate to a few ulps of float64."""
+def _erfc_scaled_log(z: float) -> float:
+    """g = ln(erfc(z)/t) + z², t = 2/(2+z), for z >= 0, to near float64 accuracy.
+
+    Below 7 from math.erfc. Above, erfc underflows (z > 27), so g comes from the asymptotic series
+    erfc(z)·e^(z²) = 1/(z√π) · Σ_k (-1)^k (2k-1)!!/(2z²)^k, whose smallest term there is < 1e-21;
+    this form also avoids cancelling ln(erfc) against z²."""
+    t = 2 / (2 + z)
+    if z < 7:
+        return math.log(math.erfc(z) / t) + z * z
+    s, term, k = 1.0, 1.0, 1
+    while term * term > 1e-36:  # |term| > 1e-18 (`abs` is the ember op in this module)
+        term *= -(2 * k - 1) / (2 * z * z)
+        s += term
+        k += 1
+    return math.log(s / (z * math.sqrt(math.pi) * t))
+
+
+def _erfc_chebyshev(n: int = 32):
+    """Chebyshev interpolant of g(t) = ln(erfc(z)/t) + z² with t = 2/(2+z) ∈ (0, 1], so that
+    erfc(z) = t·exp(-z² + g(t)). g is smooth in t; the fit is made once, at first use."""
     k = np.arange(n)
-    t = 0.5 + 0.5 * np.cos(np.pi * (k + 0.5) / n)  # nodes on (0, 1)
-    z = 2 / t - 2
-    g = np.array([math.log(math.erfc(zi) / ti) + zi * zi if zi < 26 else
-                  -math.log(2 * math.sqrt(math.pi)) for zi, ti in zip(z, t)])
+    t = 0.5 + 0.5 * np.cos(np.pi * (k + 0.5) / n)  # Chebyshev nodes on (0, 1)
+    g = np.array([_erfc_scaled_log(2 / ti - 2) for ti in t])
     return np.polynomial.chebyshev.chebfit(2 * t - 1, g, n - 1)
 
 
 _ERFC_COEF = None
-_ERF_TAYLOR = [2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(18)]
+_ERF_TAYLOR = [2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(24)]
 
 
 def erf_array(x):
@@ -332,19 +380,19 @@ def erf_array(x):
     if _ERFC_COEF is None:
         _ERFC_COEF = _erfc_chebyshev()
     out_dtype = x.dtype if x.dtype.kind == "f" else dt.NP_DEFAULT_FLOAT
-    z = np.abs(x.astype(np.float64))
+    z = np.abs(x.astype(np.float64).reshape(-1))  # 1-d, so that a 0-d input stays an array below
     t = 2 / (2 + z)
     erfc = t * np.exp(-z * z + np.polynomial.chebyshev.chebval(2 * t - 1, _ERFC_COEF))
     r = 1 - erfc
-    small = z < 0.5
-    if small.any():  # 1 - erfc loses relative precision near 0: use the Taylor series there
+    small = z < 1.0
+    if small.any():  # 1 - erfc loses relative precision near 0: use the Taylor series there (24 terms reach 1e-17 at |x| = 1)
         zs = z[small]
-        z2, term, acc = zs * zs, zs.copy(), np.zeros_like(zs)
-        for c in _ERF_TAYLOR:
-            acc += c * term
-            term *= z2
-        r[small] = acc
-    return (np.copysign(r, x)).astype(out_dtype, copy=False)
+        z2, acc = zs * zs, np.full_like(zs, _ERF_TAYLOR[-1])
+        for c in _ERF_TAYLOR[-2::-1]:  # Horner in z², smallest terms first
+            acc *= z2
+            acc += c
+        r[small] = acc * zs
+    return np.copysign(r.reshape(x.shape), x).astype(out_dtype, copy=False)
 
 
 # ---------------------------------------------------------------------- public functions
