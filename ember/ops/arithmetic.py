@@ -109,6 +109,11 @@ def binary(cls, a, b, name: str) -> Tensor:
     except ValueError:
         _check_broadcast(x, y, name)
         raise
+    except OverflowError:
+        # a Python int outside an integer tensor's range (uint8 + -3) wraps around, as in PyTorch
+        d = x.dtype if hasattr(x, "dtype") else y.dtype
+        x, y = (np.asarray(v).astype(d) if v.__class__ is int else v for v in (x, y))
+        out = cls.forward(None, x, y)
     if out.__class__ is not _ndarray and isinstance(out, _generic):
         out = np.asarray(out)
     if not (rg and MODE.grad):
@@ -483,7 +488,7 @@ class Where(Op):
 def where(condition, input=None, other=None) -> Tensor:
     """Elementwise `input` where `condition` else `other`; `where(condition)` gives the indices of true elements."""
     if input is None and other is None:
-        from .shape import nonzero
+        from .indexing import nonzero
         return nonzero(condition, as_tuple=True)
     cond = condition if isinstance(condition, Tensor) else make(np.asarray(condition))
     if cond.data.dtype != np.bool_:
@@ -643,6 +648,20 @@ def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equa
 
 
 # ---------------------------------------------------------------------- operators on Tensor
+_COMPARABLE = (Tensor, int, float, np.ndarray, np.generic)
+
+
+def _comparison(fn):
+    """The operator form of a comparison: NotImplemented for a foreign operand (None, a string), so that
+    Python falls back to identity for == and != and raises TypeError for <, as it does for PyTorch tensors."""
+    def op(input, other):
+        if not isinstance(other, _COMPARABLE) and not hasattr(other, "__cuda_array_interface__"):
+            return NotImplemented
+        return fn(input, other)
+    op.__name__ = op.__qualname__ = fn.__name__
+    return op
+
+
 def _bind() -> None:
     T = Tensor
     _add, _mul, _div, _pow = _binop(Add, "add"), _binop(Mul, "mul"), _binop(Div, "div"), _binop(Pow, "pow")
@@ -661,7 +680,7 @@ def _bind() -> None:
     T.__rfloordiv__ = lambda a, b: floor_divide(b, a)
     T.__mod__ = remainder
     T.__rmod__ = lambda a, b: remainder(b, a)
-    T.__eq__, T.__ne__, T.__lt__, T.__le__, T.__gt__, T.__ge__ = eq, ne, lt, le, gt, ge
+    T.__eq__, T.__ne__, T.__lt__, T.__le__, T.__gt__, T.__ge__ = (_comparison(f) for f in (eq, ne, lt, le, gt, ge))
     T.__and__ = T.__rand__ = lambda a, b: bitwise_and(a, b)
     T.__or__ = T.__ror__ = lambda a, b: bitwise_or(a, b)
     T.__xor__ = T.__rxor__ = lambda a, b: bitwise_xor(a, b)

@@ -97,6 +97,9 @@ _UFUNC_OPS = {
 
 
 def numpy_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
+    if ufunc is np.matmul and method == "__call__" and not kwargs:
+        from .linalg import matmul
+        return matmul(*inputs)
     fn = _UFUNC_OPS.get(ufunc)
     if fn is not None and method == "__call__" and not kwargs:
         return fn(*inputs)
