@@ -99,7 +99,8 @@ _UFUNC_OPS = {
 def numpy_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
     if ufunc is np.matmul and method == "__call__" and not kwargs:
         from .linalg import matmul
-        return matmul(*inputs)
+        return matmul(*[i if isinstance(i, Tensor) else as_tensor_like(i, next(t for t in inputs if isinstance(t, Tensor)))
+                        for i in inputs])
     fn = _UFUNC_OPS.get(ufunc)
     if fn is not None and method == "__call__" and not kwargs:
         return fn(*inputs)
