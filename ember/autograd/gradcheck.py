@@ -25,6 +25,11 @@ def _outputs(func, inputs) -> list:
     return [o for o in _as_tuple(func(*inputs)) if isinstance(o, Tensor)]
 
 
+def _float_outputs(func, inputs) -> list:
+    """The differentiable outputs (integer outputs such as indices have no gradient)."""
+    return [o for o in _outputs(func, inputs) if o.data.dtype.kind == "f"]
+
+
 def _numerical(func, inputs, diff_idx, out_count, eps) -> list:
     """jac[i][k] has shape (numel(outputs[k]), numel(inputs[i]))."""
     with no_grad():
@@ -95,7 +100,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
     """gradcheck of the gradients of `func` (built with create_graph=True), i.e. of its second derivatives."""
     inputs = _as_tuple(inputs)
     diff_idx = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
-    outs = _outputs(func, inputs)
+    outs = _float_outputs(func, inputs)
     if grad_outputs is None:
         rng = np.random.default_rng(0)
         grad_outputs = [make(rng.standard_normal(o.shape).astype(o.data.dtype)).requires_grad_() for o in outs]
@@ -105,7 +110,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
     def first_derivatives(*args):
         xs, gos = args[:n_in], args[n_in:]
         with enable_grad():  # also when the numerical pass evaluates this under no_grad
-            os_ = _outputs(func, xs)
+            os_ = _float_outputs(func, xs)
             gs = grad(os_, [xs[i] for i in diff_idx], list(gos), create_graph=True, allow_unused=True)
         return tuple(g for g in gs if g is not None)
 
