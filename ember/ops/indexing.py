@@ -1,2 +1,770 @@
-"""(being written)"""
-__all__ = []
+"""Indexing: `x[i]`, `x[i] = v`, gather/scatter, index_select/index_add, masked_fill/select, take, nonzero.
+
+An index is parsed once into `(pre, main, kind)`: `pre` is a basic NumPy index applied first
+(or None), `main` the index applied to its result, `kind` 0 for basic indexing (the result is
+a NumPy view that shares the input's version counter), 1 for advanced indexing with boolean
+masks only, 2 when integer arrays are involved (positions may repeat, so gradients add up).
+PyTorch applies integer indices as selects before tensor indices, which NumPy does not (it
+treats an int next to an array as an advanced index): `pre` carries those ints.
+
+Every backward here is itself an ember op whose backward is the forward again
+(getitem <-> index placement, gather <-> scatter_add, index_select <-> index_add,
+take <-> put), so higher-order derivatives come for free.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from .. import _dtype as dt
+from .._tensor import Tensor, _dim, _to_array, as_view, bump_version, make
+from ..autograd.function import Op, _record
+from ..autograd.grad_mode import MODE
+from . import arithmetic as A
+from .inplace import _check_writable, _commit, _old
+
+__all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "masked_fill", "masked_select",
+           "take_along_dim", "take", "nonzero", "argwhere"]
+
+_new = object.__new__
+_ndarray = np.ndarray
+_BAD_INDEX = ("only integers, slices (`:`), ellipsis (`...`), None and long, int, byte or bool tensors are valid "
+              "indices (got {})")
+
+
+# ---------------------------------------------------------------------- parsing an index
+def _index_item(it):
+    """An index element other than int/slice/None/Ellipsis/bool: an int, an integer array or a bool mask."""
+    if isinstance(it, Tensor):
+        a = it.data
+        if a.dtype == np.uint8:  # PyTorch's legacy byte masks
+            a = a.astype(np.bool_)
+    elif isinstance(it, _ndarray):
+        a = it
+    elif isinstance(it, (list, tuple)):
+        try:
+            a = np.asarray(_unwrap(it))
+        except ValueError:
+            raise IndexError(f"an index sequence must be rectangular, got {it!r}") from None
+        if a.size == 0 and a.dtype.kind == "f":
+            a = a.astype(np.int64)  # [] is an empty integer index
+    elif hasattr(it, "__index__"):
+        return operator.index(it)
+    else:
+        raise IndexError(_BAD_INDEX.format(type(it).__name__))
+    k = a.dtype.kind
+    if k == "b":
+        return a
+    if k in "iu":
+        return int(a) if a.ndim == 0 else a  # a 0-d integer tensor indexes like an int (a view)
+    raise IndexError(f"tensors used as indices must be long, int, byte or bool tensors, got {dt.FROM_NP.get(a.dtype, a.dtype)}")
+
+
+def _unwrap(seq):
+    return [x.data if isinstance(x, Tensor) else _unwrap(x) if isinstance(x, (list, tuple)) else x for x in seq]
+
+
+def _parse(index, shape: tuple) -> tuple:
+    """(pre, main, kind) for `index` on an array of `shape`, with PyTorch's errors."""
+    if type(index) is not tuple:
+        # a list holding slices/None/... can only mean a tuple (PyTorch's legacy reading of such lists)
+        if type(index) is list and any(e is None or e is Ellipsis or type(e) is slice for e in index):
+            index = tuple(index)
+        else:
+            index = (index,)
+    ndim = len(shape)
+    items = []
+    consumed = n_int = adv = 0
+    ellipsis = False
+    for it in index:
+        t = type(it)
+        if t is slice:
+            if it.step is not None and operator.index(it.step) <= 0:
+                raise ValueError(f"step must be greater than zero (got slice step {it.step}); ember, like PyTorch, "
+                                 f"has no negative-step views: use flip()")
+            consumed += 1
+        elif t is int:
+            consumed += 1
+            n_int += 1
+        elif it is None:
+            pass
+        elif it is Ellipsis:
+            if ellipsis:
+                raise IndexError("an index can only have a single ellipsis ('...')")
+            ellipsis = True
+        elif t is bool or t is np.bool_:
+            it = np.bool_(it)  # a 0-d mask: inserts a dimension of size 1 (True) or 0 (False)
+            adv = adv or 1
+        else:
+            it = _index_item(it)
+            if type(it) is int:
+                consumed += 1
+                n_int += 1
+            elif it.dtype.kind == "b":
+                consumed += it.ndim
+                adv = adv or 1
+            else:
+                consumed += 1
+                adv = 2
+        items.append(it)
+    if consumed > ndim:
+        if ndim == 0 and n_int:
+            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` in "
+                             "C++ to convert a 0-dim tensor to a number")
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    d = 0
+    for k, it in enumerate(items):
+        t = type(it)
+        if t is slice:
+            d += 1
+        elif t is int:
+            size = shape[d]
+            if not -size <= it < size:
+                raise IndexError(f"index {it} is out of bounds for dimension {d} with size {size}")
+            d += 1
+        elif it is Ellipsis:
+            d += ndim - consumed
+        elif it is None:
+            pass
+        elif it.dtype.kind == "b":
+            m = it.ndim
+            if it.shape != shape[d:d + m]:
+                j = next(j for j in range(m) if it.shape[j] != shape[d + j])
+                raise IndexError(f"The shape of the mask {list(it.shape)} at index {j} does not match the shape of the "
+                                 f"indexed tensor {list(shape)} at index {d + j}")
+            d += m
+        else:
+            size = shape[d]
+            if it.size:
+                lo, hi = int(it.min()), int(it.max())
+                if hi >= size or lo < -size:
+                    raise IndexError(f"index {hi if hi >= size else lo} is out of bounds for dimension {d} with size {size}")
+                if lo < 0:  # non-negative indices make the gradient's sort-and-sum path valid
+                    items[k] = np.where(it < 0, it + size, it)
+            d += 1
+    if adv and ellipsis and consumed == ndim:
+        # an ellipsis standing for no dimension does not separate tensor indices in PyTorch (it does in NumPy)
+        del items[next(k for k, it in enumerate(items) if it is Ellipsis)]
+        ellipsis = False
+    if not adv:
+        if not ellipsis:
+            items.append(Ellipsis)  # so that a full integer index gives a 0-d view, not a NumPy scalar
+        return None, tuple(items), 0
+    if not n_int:
+        return None, tuple(items) if ellipsis else tuple(items) + (Ellipsis,), adv
+    pre, main = [], []
+    for it in items:
+        t = type(it)
+        if t is int:
+            pre.append(it)
+        elif t is slice:
+            pre.append(it)
+            main.append(slice(None))
+        elif it is None:
+            main.append(None)
+        elif it is Ellipsis:
+            pre.append(it)
+            main.append(it)
+        else:
+            pre.extend([slice(None)] * it.ndim if it.dtype.kind == "b" else [slice(None)])
+            main.append(it)
+    if not ellipsis:
+        pre.append(Ellipsis)
+        main.append(Ellipsis)
+    return tuple(pre), tuple(main), adv
+
+
+def _select(a, idx):
+    pre, main, _ = idx
+    return (a if pre is None else a[pre])[main]
+
+
+def _rows_index(idx):
+    """The integer array when `idx` is one integer array on dimension 0 (x[ids]: the embedding case), else None."""
+    pre, main, kind = idx
+    if kind == 2 and pre is None and len(main) == 2 and main[1] is Ellipsis and main[0].dtype.kind != "b":
+        return main[0]
+    return None
+
+
+def _add_rows(out, rows, src) -> None:
+    """out[rows[i]] += src[i] over i, adding repeated rows (rows non-negative and 1-D)."""
+    if (src.ndim >= 2 and rows.size >= 64 and src.size >= 16 * rows.size and out.dtype.kind == "f"):
+        # sort + segment sums beats np.add.at about 2x when each row is a vector (embedding gradients)
+        order = np.argsort(rows)
+        s = rows[order]
+        starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
+        out[s[starts]] += np.add.reduceat(src[order], starts, axis=0)
+    else:
+        np.add.at(out, rows, src)
+
+
+# ---------------------------------------------------------------------- getitem / setitem ops
+class GetItem(Op):
+    """z = x[index];  dz/dx = zeros of x's shape with gz placed (added, where indices repeat) at index."""
+
+    saves_inputs = False
+
+    def forward(self, x, idx):
+        self.shape, self.idx = x.shape, idx
+        return _select(x, idx)
+
+    def backward(self, gz):
+        return IndexBackward.apply(gz, shape=self.shape, idx=self.idx)
+
+
+class IndexBackward(Op):
+    """z = zeros(shape) with g added at index (the gradient of getitem);  dz/dg = gz[index]."""
+
+    saves_inputs = False
+
+    def forward(self, g, shape, idx):
+        self.idx = idx
+        z = np.zeros(shape, g.dtype)
+        pre, main, kind = idx
+        v = z if pre is None else z[pre]
+        if kind == 2:
+            rows = _rows_index(idx)
+            if rows is not None:
+                _add_rows(v, rows.reshape(-1), g.reshape((rows.size,) + v.shape[1:]))
+            else:
+                np.add.at(v, main, g)
+        else:
+            v[main] = g
+        return z
+
+    def backward(self, gz):
+        return GetItem.apply(gz, idx=self.idx)
+
+
+class IndexPut(Op):
+    """z = x with z[index] = v;  dz/dx = gz with the indexed region zeroed, dz/dv = gz[index] summed to v's shape."""
+
+    saves_inputs = False
+
+    def forward(self, x, v, idx):
+        self.idx, self.vshape = idx, np.shape(v)
+        out = x.copy()
+        _put(out, idx, v)
+        return out
+
+    def backward(self, gz):
+        gx = IndexPut.apply(gz, 0, idx=self.idx) if self.needs(0) else None
+        gv = None
+        if self.needs(1):
+            gv = GetItem.apply(gz, idx=self.idx)
+            k = len(self.vshape) - gv.ndim
+            if k > 0:  # v had extra leading size-1 dims, which NumPy assignment drops
+                gv = A.sum_to(gv, self.vshape[k:])
+                gv = GetItem.apply(gv, idx=(None, (None,) * k + (Ellipsis,), 0))
+            else:
+                gv = A.sum_to(gv, self.vshape)
+        return gx, gv
+
+
+def _put(out, idx, v) -> None:
+    pre, main, _ = idx
+    view = out if pre is None else out[pre]
+    try:
+        view[main] = v
+    except ValueError:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(np.shape(v))} cannot be broadcast to indexing "
+                           f"result of shape {list(view[main].shape)}") from None
+
+
+def _fast_index(index, shape):
+    """The parsed index; the common cases (an int, a plain slice, a tuple of those) skip the general parser."""
+    t = type(index)
+    if t is int and shape:
+        n = shape[0]
+        if not -n <= index < n:
+            raise IndexError(f"index {index} is out of bounds for dimension 0 with size {n}")
+        return None, (index, Ellipsis), 0
+    if t is slice and index.step is None:
+        return None, (index, Ellipsis), 0
+    if t is tuple and len(index) <= len(shape):  # ints and plain slices only, e.g. x[:, 0]
+        for k, it in enumerate(index):
+            ti = type(it)
+            if ti is int:
+                if not -shape[k] <= it < shape[k]:
+                    break
+            elif ti is not slice or it.step is not None:
+                break
+        else:
+            return None, index + (Ellipsis,), 0
+    return _parse(index, shape)
+
+
+def getitem(self: Tensor, index) -> Tensor:
+    """x[index] with PyTorch's semantics: basic indices give a view, tensor/list/mask indices a copy."""
+    idx = _fast_index(index, self.data.shape)
+    if self.requires_grad and MODE.grad:
+        node = _new(GetItem)
+        r = _record(node, (self,), node.forward(self.data, idx))
+    else:
+        r = make(_select(self.data, idx))
+    if idx[2] == 0:  # a view: shares the version counter, so in-place writes to either are seen by both
+        as_view(r, self)
+    return r
+
+
+def setitem(self: Tensor, index, value) -> None:
+    """x[index] = value (broadcast): in place; under autograd the tensor takes the result's place in the graph."""
+    idx = _fast_index(index, self.data.shape)
+    _check_writable(self, "__setitem__")
+    if isinstance(value, Tensor):
+        graph = MODE.grad and (self.requires_grad or value.requires_grad) and self.data.dtype.kind == "f"
+        if graph and value.data.dtype != self.data.dtype:
+            value = value.to(self.dtype)
+        v = value if graph else value.data
+    else:
+        graph = MODE.grad and self.requires_grad
+        v = value if type(value) in (int, float, bool) else _to_array(value, self.data.dtype, "__setitem__")
+    if not graph:
+        _put(self.data, idx, v)
+        bump_version(self)
+        return
+    _commit(self, IndexPut.apply(_old(self, IndexPut), v, idx=idx), "__setitem__")
+
+
+# ---------------------------------------------------------------------- gather / scatter
+def _grid(index, dim: int) -> tuple:
+    """The full advanced index of gather/scatter: `index` along dim, the positions of index elsewhere."""
+    n = index.ndim
+    return tuple(index if k == dim else np.arange(s).reshape((s,) + (1,) * (n - 1 - k)) for k, s in enumerate(index.shape))
+
+
+def _scatter_into(out, grid, ishape, src, reduce) -> None:
+    if isinstance(src, _ndarray) and src.shape != ishape:
+        src = src[tuple(slice(0, s) for s in ishape)]  # only the leading index-shaped block of src is used
+    if reduce is None:
+        out[grid] = src
+    elif reduce == "add":
+        np.add.at(out, grid, src)
+    else:
+        np.multiply.at(out, grid, src)
+
+
+class Gather(Op):
+    """z[i][j] = x[index[i][j]][j] (dim 0);  dz/dx = scatter_add(zeros, dim, index, gz)."""
+
+    saves_inputs = False
+
+    def forward(self, x, dim, grid, ishape):
+        self.shape, self.dim, self.grid, self.ishape = x.shape, dim, grid, ishape
+        return x[grid]
+
+    def backward(self, gz):
+        zeros = make(np.zeros(self.shape, gz.data.dtype))
+        return Scatter.apply(zeros, gz, dim=self.dim, grid=self.grid, ishape=self.ishape, reduce="add")
+
+
+class Scatter(Op):
+    """z = x with src written (reduce None), added ('add') or multiplied ('multiply') at index along dim.
+
+    dz/dx = gz with the written positions zeroed (reduce None) or gz ('add');
+    dz/dsrc = gather(gz, dim, index), zero-padded to src's shape."""
+
+    saves_inputs = False
+
+    def forward(self, x, src, dim, grid, ishape, reduce=None):
+        self.dim, self.grid, self.ishape, self.reduce = dim, grid, ishape, reduce
+        self.src_shape = np.shape(src)
+        out = x.copy()
+        _scatter_into(out, grid, ishape, src, reduce)
+        return out
+
+    def backward(self, gz):
+        if self.reduce == "multiply":
+            raise RuntimeError("scatter(): the derivative for reduce='multiply' is not implemented (nor in PyTorch)")
+        gx = gsrc = None
+        if self.needs(0):
+            gx = gz if self.reduce == "add" else Scatter.apply(gz, 0, dim=self.dim, grid=self.grid, ishape=self.ishape)
+        if self.needs(1):
+            gsrc = Gather.apply(gz, dim=self.dim, grid=self.grid, ishape=self.ishape)
+            if self.src_shape != self.ishape:
+                pad = (None, tuple(slice(0, s) for s in self.ishape) + (Ellipsis,), 0)
+                gsrc = IndexBackward.apply(gsrc, shape=self.src_shape, idx=pad)
+        return gx, gsrc
+
+
+def _check(x, op: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    return x
+
+
+def _int_index(index, op: str, what: str = "int32/int64") -> np.ndarray:
+    if not isinstance(index, Tensor):
+        raise TypeError(f"{op}(): argument 'index' must be Tensor, not {type(index).__name__}")
+    a = index.data
+    if a.dtype != np.int64 and not (a.dtype == np.int32 and "32" in what):
+        raise RuntimeError(f"{op}(): Expected dtype {what} for index, got {index.dtype}")
+    return a
+
+
+def _check_range(a, size: int, dim: int, op: str, negative: bool = False) -> np.ndarray:
+    """a, with PyTorch's RuntimeError for an index outside [0, size) ([-size, size) when negative is allowed)."""
+    if a.size:
+        lo, hi = int(a.min()), int(a.max())
+        low = -size if negative else 0
+        if hi >= size or lo < low:
+            raise RuntimeError(f"{op}(): index {hi if hi >= size else lo} is out of bounds for dimension {dim} with size {size}")
+        if lo < 0:
+            a = np.where(a < 0, a + size, a)
+    return a
+
+
+def _gather_args(x: Tensor, dim, index: Tensor, op: str):
+    x = _check(x, op)
+    a = _int_index(index, op)
+    d = _dim(dim, x.ndim, op)
+    if a.ndim != x.ndim:
+        raise RuntimeError(f"{op}(): Index tensor must have the same number of dimensions as input tensor "
+                           f"(index has {a.ndim}, input has {x.ndim})")
+    return x, a, d
+
+
+def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
+    """out[i][j][k] = input[index[i][j][k]][j][k] (for dim 0); index may be smaller than input off `dim`."""
+    x, a, d = _gather_args(input, dim, index, "gather")
+    for k in range(x.ndim):
+        if k != d and a.shape[k] > x.shape[k]:
+            raise RuntimeError(f"gather(): Size does not match at dimension {k} expected index {list(a.shape)} to be "
+                               f"no larger than self {list(x.shape)} apart from dimension {d}")
+    a = _check_range(a, x.shape[d] if x.ndim else 1, d, "gather")
+    return Gather.apply(x, dim=d, grid=_grid(a, d), ishape=a.shape)
+
+
+def _scatter_args(input: Tensor, dim, index: Tensor, src, op: str):
+    x, a, d = _gather_args(input, dim, index, op)
+    if isinstance(src, Tensor):
+        if src.data.dtype != x.data.dtype:
+            raise RuntimeError(f"{op}(): Expected self.dtype to be equal to src.dtype (got {x.dtype} and {src.dtype})")
+        if src.ndim != x.ndim:
+            raise RuntimeError(f"{op}(): Index tensor must have the same number of dimensions as src tensor "
+                               f"(index has {a.ndim}, src has {src.ndim})")
+    sshape = src.shape if isinstance(src, Tensor) else None
+    for k in range(x.ndim):
+        if (k != d and a.shape[k] > x.shape[k]) or (sshape is not None and a.shape[k] > sshape[k]):
+            raise RuntimeError(f"{op}(): Expected index {list(a.shape)} to be no larger than self {list(x.shape)} apart "
+                               f"from dimension {d}" + (f" and to be no larger size than src {list(sshape)}" if sshape else ""))
+    a = _check_range(a, x.shape[d] if x.ndim else 1, d, op)
+    return x, d, _grid(a, d), a.shape
+
+
+def scatter(input: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce: str | None = None) -> Tensor:
+    """A copy of input with src (a Tensor or a number) written at index along dim:
+    out[index[i][j]][j] = src[i][j] (for dim 0); reduce='add' or 'multiply' combines instead of writing."""
+    if src is None:
+        src = value
+    if src is None:
+        raise TypeError("scatter(): missing the values to scatter: pass src (a Tensor) or value (a number)")
+    if reduce not in (None, "add", "multiply"):
+        raise RuntimeError(f"scatter(): reduce argument must be either add or multiply, got {reduce!r}")
+    if not isinstance(src, Tensor) and not isinstance(src, (int, float, bool)):
+        raise TypeError(f"scatter(): src must be a Tensor or a number, not {type(src).__name__}")
+    x, d, grid, ishape = _scatter_args(input, dim, index, src, "scatter")
+    return Scatter.apply(x, src, dim=d, grid=grid, ishape=ishape, reduce=reduce)
+
+
+def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """A copy of input with src added at index along dim (repeated indices add up):
+    out[index[i][j]][j] += src[i][j] (for dim 0)."""
+    if not isinstance(src, Tensor):
+        raise TypeError(f"scatter_add(): argument 'src' must be Tensor, not {type(src).__name__}")
+    x, d, grid, ishape = _scatter_args(input, dim, index, src, "scatter_add")
+    return Scatter.apply(x, src, dim=d, grid=grid, ishape=ishape, reduce="add")
+
+
+def _inplace(self: Tensor, fn, cls, op: str, *args, **kwargs) -> Tensor:
+    """Run the out-of-place `fn` for an in-place method and commit the result into self (see ops/inplace.py)."""
+    _check_writable(self, op)
+    return _commit(self, fn(_old(self, cls), *args, **kwargs), op)
+
+
+def scatter_(self: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce: str | None = None) -> Tensor:
+    """In-place scatter."""
+    return _inplace(self, scatter, Scatter, "scatter_", dim, index, src, value=value, reduce=reduce)
+
+
+def scatter_add_(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """In-place scatter_add."""
+    return _inplace(self, scatter_add, Scatter, "scatter_add_", dim, index, src)
+
+
+def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
+    """Values of input at `indices` along dim (input and indices broadcast off dim); dim None: of the flattened input."""
+    x = _check(input, "take_along_dim")
+    a = _int_index(indices, "take_along_dim", "int64")
+    if dim is None:
+        a = _check_range(a.reshape(-1), x.data.size, 0, "take_along_dim")
+        return Take.apply(x, index=a)
+    d = _dim(dim, x.ndim, "take_along_dim")
+    if a.ndim != x.ndim:
+        raise RuntimeError(f"take_along_dim(): input and indices should have the same number of dimensions, but got "
+                           f"{x.ndim} dimensions for input, and {a.ndim} dimensions for indices")
+    try:  # broadcast everywhere but along dim
+        b = list(np.broadcast_shapes(*(tuple(1 if k == d else n for k, n in enumerate(s)) for s in (x.shape, a.shape))))
+    except ValueError:
+        raise RuntimeError(f"take_along_dim(): input {list(x.shape)} and indices {list(a.shape)} cannot be broadcast "
+                           f"together apart from dimension {d}") from None
+    xs, ishape = list(b), list(b)
+    if x.ndim:
+        xs[d], ishape[d] = x.shape[d], a.shape[d]
+    x = A.broadcast_to(x, tuple(xs))
+    a = _check_range(np.broadcast_to(a, tuple(ishape)), x.shape[d] if x.ndim else 1, d, "take_along_dim", negative=True)
+    return Gather.apply(x, dim=d, grid=_grid(a, d), ishape=a.shape)
+
+
+# ---------------------------------------------------------------------- take
+class Take(Op):
+    """z = x.flatten()[index] (z has index's shape);  dz/dx = zeros with gz added at index."""
+
+    saves_inputs = False
+
+    def forward(self, x, index):
+        self.shape, self.index = x.shape, index
+        return np.take(x, index)
+
+    def backward(self, gz):
+        return Put.apply(gz, shape=self.shape, index=self.index)
+
+
+class Put(Op):
+    """z = zeros(shape) with g added at the flat positions `index` (the gradient of take);  dz/dg = take(gz, index)."""
+
+    saves_inputs = False
+
+    def forward(self, g, shape, index):
+        self.index = index
+        n = int(np.prod(shape))
+        if g.dtype.kind == "f":
+            z = np.bincount(index.reshape(-1), weights=g.reshape(-1), minlength=n).astype(g.dtype, copy=False)
+        else:
+            z = np.zeros(n, g.dtype)
+            np.add.at(z, index.reshape(-1), g.reshape(-1))
+        return z.reshape(shape)
+
+    def backward(self, gz):
+        return Take.apply(gz, index=self.index)
+
+
+def take(input: Tensor, index: Tensor) -> Tensor:
+    """input treated as 1-D, read at `index` (negative counts from the end); the result has index's shape."""
+    x = _check(input, "take")
+    if not isinstance(index, Tensor):
+        raise TypeError(f"take(): argument 'index' must be Tensor, not {type(index).__name__}")
+    a = index.data
+    if a.dtype != np.int64:
+        raise RuntimeError(f"take(): Expected a long tensor for index, but got {index.dtype}")
+    n = x.data.size
+    if a.size:
+        lo, hi = int(a.min()), int(a.max())
+        if hi >= n or lo < -n:
+            raise IndexError(f"take(): out of range: tried to access index {hi if hi >= n else lo} on a tensor of {n} elements.")
+        if lo < 0:
+            a = np.where(a < 0, a + n, a)
+    return Take.apply(x, index=a)
+
+
+# ---------------------------------------------------------------------- index_select / index_add
+class IndexSelect(Op):
+    """z = x[..., index, ...] (index along dim);  dz/dx = index_add(zeros, dim, index, gz)."""
+
+    saves_inputs = False
+
+    def forward(self, x, dim, index):
+        self.shape, self.dim, self.index = x.shape, dim, index
+        if x.ndim == 0:
+            return x.reshape(1)[index].reshape(())
+        return np.take(x, index, axis=dim)
+
+    def backward(self, gz):
+        zeros = make(np.zeros(self.shape, gz.data.dtype))
+        return IndexAdd.apply(zeros, gz, dim=self.dim, index=self.index)
+
+
+class IndexAdd(Op):
+    """z = x with alpha * src added along dim at index (repeats add up);  dz/dx = gz, dz/dsrc = alpha * index_select(gz)."""
+
+    saves_inputs = False
+
+    def forward(self, x, src, dim, index, alpha=1):
+        self.dim, self.index, self.alpha = dim, index, alpha
+        out = x.copy()
+        _index_add_into(out, dim, index, src if alpha == 1 else src * alpha)
+        return out
+
+    def backward(self, gz):
+        gsrc = None
+        if self.needs(1):
+            gsrc = IndexSelect.apply(gz, dim=self.dim, index=self.index)
+            if self.alpha != 1:
+                gsrc = gsrc * self.alpha
+        return (gz if self.needs(0) else None), gsrc
+
+
+def _index_add_into(out, dim: int, index, src) -> None:
+    if out.ndim == 0:
+        out[()] += np.asarray(src).sum()
+        return
+    _add_rows(np.moveaxis(out, dim, 0), index, np.moveaxis(src, dim, 0))
+
+
+def _select_args(x, dim, index, op: str):
+    a = _int_index(index, op)
+    if a.ndim > 1:
+        raise IndexError(f"{op}(): Index is supposed to be a vector, got shape {list(a.shape)}")
+    d = _dim(dim, x.ndim, op)
+    return a.reshape(-1), d, (x.shape[d] if x.ndim else 1)
+
+
+def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """The entries of input at the positions `index` (a vector) along dim."""
+    x = _check(input, "index_select")
+    a, d, size = _select_args(x, dim, index, "index_select")
+    if a.size and (a.min() < 0 or a.max() >= size):
+        bad = int(a.max()) if a.max() >= size else int(a.min())
+        raise IndexError(f"index_select(): index out of range in self: index {bad} for dimension {d} with size {size}")
+    if x.ndim == 0 and a.size != 1:
+        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {a.size} value(s)")
+    return IndexSelect.apply(x, dim=d, index=a)
+
+
+def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
+    """A copy of input with alpha * source[i] added at position index[i] along dim (repeats add up)."""
+    x = _check(input, "index_add")
+    if not isinstance(source, Tensor):
+        raise TypeError(f"index_add(): argument 'source' must be Tensor, not {type(source).__name__}")
+    a, d, size = _select_args(x, dim, index, "index_add")
+    if source.data.dtype != x.data.dtype:
+        raise RuntimeError(f"index_add(): self ({x.dtype}) and source ({source.dtype}) must have the same scalar type")
+    sshape = source.shape if source.ndim else (1,)
+    xshape = x.shape if x.ndim else (1,)
+    if len(sshape) != len(xshape) or any(s != t for k, (s, t) in enumerate(zip(sshape, xshape)) if k != d):
+        raise RuntimeError(f"index_add(): source tensor shape must match self tensor shape, excluding the specified "
+                           f"dimension. Got self.shape = {list(x.shape)} source.shape = {list(source.shape)}")
+    if sshape[d] != a.size:
+        raise RuntimeError(f"index_add(): Number of indices ({a.size}) should be equal to source.size(dim): "
+                           f"({sshape[d]}), for dim: {d}")
+    a = _check_range(a, size, d, "index_add")
+    return IndexAdd.apply(x, source, dim=d, index=a, alpha=alpha)
+
+
+def index_add_(self: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
+    """In-place index_add."""
+    return _inplace(self, index_add, IndexAdd, "index_add_", dim, index, source, alpha=alpha)
+
+
+# ---------------------------------------------------------------------- masks
+def _mask(mask, op: str) -> Tensor:
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{op}(): argument 'mask' must be Tensor, not {type(mask).__name__}")
+    if mask.data.dtype != np.bool_:
+        raise RuntimeError(f"{op} only supports boolean masks, but got mask with dtype {mask.dtype.name}")
+    return mask
+
+
+class MaskedFill(Op):
+    """z = value where mask else x (mask broadcasts);  dz/dx = gz where not mask, dz/dvalue = Σ gz over the mask."""
+
+    saves_inputs = False
+
+    def forward(self, x, v, mask):
+        self.mask, self.xshape = mask, x.shape
+        return np.where(mask, v, x)
+
+    def backward(self, gz):
+        gx = gv = None
+        if self.needs(0):
+            gx = A.sum_to(MaskedFill.apply(gz, 0, mask=self.mask), self.xshape)
+        if self.needs(1):
+            gv = A.sum_to(MaskedFill.apply(gz, 0, mask=~self.mask), ())
+        return gx, gv
+
+
+def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
+    """input where not mask, else value (a number or a 0-d tensor, which then gets the sum of gz over the mask).
+    The result has the broadcast shape of input and mask and input's dtype."""
+    x = _check(input, "masked_fill")
+    m = _mask(mask, "masked_fill_")
+    try:
+        np.broadcast_shapes(x.shape, m.shape)
+    except ValueError:
+        raise RuntimeError(f"masked_fill(): the mask of shape {list(m.shape)} cannot be broadcast to the input's shape "
+                           f"{list(x.shape)}") from None
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value.ndim} dimension(s).")
+        v = value.to(x.dtype)
+    elif isinstance(value, (int, float, bool, np.number)):
+        v = np.asarray(value).astype(x.data.dtype)
+    else:
+        raise TypeError(f"masked_fill(): value must be a number or a 0-d Tensor, not {type(value).__name__}")
+    return MaskedFill.apply(x, v, mask=m.data)
+
+
+def masked_fill_(self: Tensor, mask: Tensor, value) -> Tensor:
+    """In-place masked_fill (mask must broadcast to self's shape)."""
+    if not (MODE.grad and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad))):
+        _check_writable(self, "masked_fill_")
+        m = _mask(mask, "masked_fill_")
+        if isinstance(value, Tensor) and value.ndim != 0:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value.ndim} dimension(s).")
+        try:
+            ok = np.broadcast_shapes(self.shape, m.shape) == self.shape
+        except ValueError:
+            ok = False
+        if not ok:
+            raise RuntimeError(f"masked_fill_: the mask of shape {list(m.shape)} cannot be broadcast to the tensor's "
+                               f"shape {list(self.shape)}")
+        v = value.data if isinstance(value, Tensor) else value
+        np.copyto(self.data, np.asarray(v).astype(self.data.dtype), where=m.data)
+        bump_version(self)
+        return self
+    return _inplace(self, masked_fill, MaskedFill, "masked_fill_", mask, value)
+
+
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:
+    """The 1-D tensor of input's entries where mask is True (input and mask broadcast)."""
+    x = _check(input, "masked_select")
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"masked_select(): argument 'mask' must be Tensor, not {type(mask).__name__}")
+    if mask.data.dtype != np.bool_:
+        raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {mask.dtype}")
+    try:
+        shape = np.broadcast_shapes(x.shape, mask.shape)
+    except ValueError:
+        raise RuntimeError(f"masked_select(): the mask of shape {list(mask.shape)} and the input of shape "
+                           f"{list(x.shape)} cannot be broadcast together") from None
+    return getitem(A.broadcast_to(x, shape), np.broadcast_to(mask.data, shape))
+
+
+# ---------------------------------------------------------------------- nonzero
+def nonzero(input: Tensor, *, as_tuple: bool = False):
+    """The indices of the non-zero entries: an int64 tensor of shape (n, ndim), or (as_tuple) one 1-D tensor per dim."""
+    a = _check(input, "nonzero").data
+    if as_tuple:
+        return tuple(make(i.astype(np.int64, copy=False)) for i in np.nonzero(a.reshape(1) if a.ndim == 0 else a))
+    return make(np.argwhere(a).astype(np.int64, copy=False))
+
+
+def argwhere(input: Tensor) -> Tensor:
+    """nonzero(input): the (n, ndim) int64 indices of the non-zero entries."""
+    return nonzero(input)
+
+
+def _bind() -> None:
+    T = Tensor
+    T.__getitem__ = getitem
+    T.__setitem__ = setitem
+    for name in __all__:
+        setattr(T, name, globals()[name])
+    T.scatter_, T.scatter_add_, T.index_add_, T.masked_fill_ = scatter_, scatter_add_, index_add_, masked_fill_
+
+
+_bind()

@@ -19,13 +19,12 @@ from ..backend import array_module
 from .._tensor import Tensor, _dim, make
 from ..autograd.function import Op, _record
 from ..autograd.grad_mode import MODE
-from .arithmetic import broadcast_to, maximum, minimum, where
+from .arithmetic import broadcast_to, maximum, minimum, sum_array, where
 
 __all__ = ["sum", "mean", "prod", "var", "std", "max", "min", "amax", "amin", "argmax", "argmin", "logsumexp",
            "norm", "cumsum", "cumprod", "all", "any", "count_nonzero", "return_types"]
 
 _INT64 = np.dtype(np.int64)
-_GEMV_MIN = 4096  # below this size np.sum is as fast and the GEMV setup dominates
 
 
 # ---------------------------------------------------------------------- argument handling
@@ -121,21 +120,6 @@ def _expand(gz: Tensor, in_shape: tuple, axes: tuple, keepdim: bool) -> Tensor:
     return broadcast_to(_keep(gz, in_shape, axes, keepdim), in_shape)
 
 
-def _sum_array(x, axes: tuple, keepdim: bool):
-    """x summed over `axes`, bool/int accumulating in int64 (PyTorch's rule), with a GEMV fast path."""
-    if x.dtype.kind in "biu":
-        return x.sum(axis=axes, dtype=_INT64, keepdims=keepdim)
-    n = len(axes)
-    if (0 < n < x.ndim and axes[-1] == n - 1 and x.size >= _GEMV_MIN and type(x) is np.ndarray
-            and x.dtype.kind == "f" and x.dtype.itemsize >= 4 and x.flags.c_contiguous):
-        # sums over leading axes (column sums of a tall array): one GEMV is far faster than
-        # np.sum(axis=0), which strides across rows (PERF_NOTES: 2.2 ms vs 0.14 ms on (100352, 16))
-        rows = x.reshape(-1, math.prod(x.shape[n:]))
-        out = np.ones(rows.shape[0], x.dtype) @ rows
-        return out.reshape(_reduced_shape(x.shape, axes, keepdim))
-    return x.sum(axis=None if n == x.ndim else axes, keepdims=keepdim)
-
-
 def _as_array(r):
     """A NumPy scalar result (full reductions) as a 0-d array; arrays pass through."""
     return np.asarray(r) if isinstance(r, np.generic) else r
@@ -149,7 +133,7 @@ class Sum(Op):
 
     def forward(self, x, axes, keepdim):
         self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
-        return _sum_array(x, axes, keepdim)
+        return sum_array(x, axes, keepdim)
 
     def backward(self, gz):
         return _expand(gz, self.in_shape, self.axes, self.keepdim)
@@ -163,7 +147,7 @@ class Mean(Op):
     def forward(self, x, axes, keepdim):
         self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
         self.n = _count(x.shape, axes)
-        return _sum_array(x, axes, keepdim) / self.n  # an empty mean is 0/0 = nan, as in PyTorch
+        return sum_array(x, axes, keepdim) / self.n  # an empty mean is 0/0 = nan, as in PyTorch
 
     def backward(self, gz):
         return _expand(gz / self.n if self.n else gz, self.in_shape, self.axes, self.keepdim)
@@ -483,23 +467,23 @@ class Norm(Op):
 
     def forward(self, x, p, axes, keepdim):
         if p == 2:
-            r = np.sqrt(_sum_array(x * x, axes, keepdim))
+            r = np.sqrt(sum_array(x * x, axes, keepdim))
             if x.dtype.itemsize < 8 and not np.isfinite(r).all() and np.isfinite(x).all():
                 # the squares overflowed (float16 from 256, float32 from 1.8e19): accumulate in float64,
                 # as PyTorch's reduction does for low-precision floats
                 x64 = x.astype(np.float64)
-                r = np.sqrt(_sum_array(x64 * x64, axes, keepdim)).astype(x.dtype)
+                r = np.sqrt(sum_array(x64 * x64, axes, keepdim)).astype(x.dtype)
             return r
         a = np.abs(x)
         if p == 1:
-            return _sum_array(a, axes, keepdim)
+            return sum_array(a, axes, keepdim)
         if p == math.inf:
             return a.max(axis=axes, keepdims=keepdim)
         if p == -math.inf:
             return a.min(axis=axes, keepdims=keepdim)
         if p == 0:
-            return _sum_array(x != 0, axes, keepdim).astype(x.dtype)
-        return _sum_array(a ** p, axes, keepdim) ** (1.0 / p)
+            return sum_array(x != 0, axes, keepdim).astype(x.dtype)
+        return sum_array(a ** p, axes, keepdim) ** (1.0 / p)
 
     def backward(self, gz, x, p, axes, keepdim):
         g = _keep(gz, x.shape, axes, keepdim)
