@@ -65,6 +65,10 @@ class BinaryOp(Op):
 
     saves_inputs = False
     meta = None  # ((shape, dtype) or None, ...) of inputs whose shape or dtype differs from the result's
+    ufunc = None  # the NumPy ufunc computing the op (on floats, at least): the default forward
+
+    def forward(self, x, y):
+        return self.ufunc(x, y)
 
     def _backward(self, g):
         grads = Op._backward(self, g)
@@ -106,8 +110,9 @@ def binary(cls, a, b, name: str) -> Tensor:
         if y.dtype.kind != "f" or x.__class__ is bool:
             x, y = _promoted(x, y, name)
         rg = b.requires_grad
+    node = _new(cls)
     try:
-        out = cls.forward(None, x, y)
+        out = node.forward(x, y)
     except ValueError:
         _check_broadcast(x, y, name)
         raise
@@ -115,15 +120,17 @@ def binary(cls, a, b, name: str) -> Tensor:
         # a Python int outside an integer tensor's range (uint8 + -3) wraps around, as in PyTorch
         d = x.dtype if hasattr(x, "dtype") else y.dtype
         x, y = (np.asarray(v).astype(d) if v.__class__ is int else v for v in (x, y))
-        out = cls.forward(None, x, y)
+        out = node.forward(x, y)
     if out.__class__ is not _ndarray and isinstance(out, _generic):
         out = np.asarray(out)
     if not (rg and MODE.grad):
         return make(out)
-    return _record_binary(_new(cls), a, b, out)
+    return _record_binary(node, a, b, out)
 
 
-def _record_binary(node: BinaryOp, a, b, out) -> Tensor:
+def _record_binary(node: BinaryOp, a, b, out, check_meta: bool = True) -> Tensor:
+    """Record node for out = op(a, b). `check_meta=False` when the caller knows both inputs have
+    the result's shape and dtype (so their gradients need no reduction)."""
     ta, tb = a.__class__ is Tensor, b.__class__ is Tensor
     if not ((ta or b.__class__ in _SCALARS) and (tb or a.__class__ in _SCALARS)):
         r = _record(node, (a, b), out)
@@ -148,6 +155,8 @@ def _record_binary(node: BinaryOp, a, b, out) -> Tensor:
         if MODE.anomaly:
             from ..autograd.anomaly import creation_trace
             node.trace = creation_trace()
+    if not check_meta:
+        return r
     # remember inputs that broadcast or were promoted, to reduce their grads back
     ma = mb = None
     if isinstance(a, Tensor) and a.requires_grad:
@@ -164,11 +173,12 @@ def _record_binary(node: BinaryOp, a, b, out) -> Tensor:
 
 
 def _binop(cls, name: str, slow=None):
-    """The operator function of a BinaryOp, with the hot path (two plain tensors of one dtype)
-    inline: per-op overhead is a design goal. Everything else, errors included, goes to `slow`
-    (default: `binary`). BinaryOp.forward must not store state on self, so the node is created
-    only when the graph is recorded."""
-    forward = cls.forward
+    """The operator function of a BinaryOp, with the hot path (float tensors of one dtype, or a
+    float tensor and a Python number) inline: per-op overhead is a design goal. On floats the
+    op's forward is its `ufunc`, called directly. Everything else, errors included, goes to
+    `slow` (default: `binary`). BinaryOp.forward must not store state on self, so the node is
+    created only when the graph is recorded."""
+    ufunc = cls.ufunc
     if slow is None:
         def slow(input, other):
             return binary(cls, input, other, name)
@@ -181,7 +191,8 @@ def _binop(cls, name: str, slow=None):
             x = input.data
             if oc is Tensor:
                 y = other.data
-                if x.dtype is not y.dtype:
+                d = x.dtype
+                if d is not y.dtype or d.kind != "f":
                     return slow(input, other)
             elif (oc is float or oc is int) and x.dtype.kind == "f":
                 y = other
@@ -194,13 +205,14 @@ def _binop(cls, name: str, slow=None):
         else:
             return slow(input, other)
         try:
-            out = forward(None, x, y)
-        except (ValueError, TypeError, RuntimeError):
+            out = ufunc(x, y)  # the op's forward on floats, called directly: no Python frame
+        except (ValueError, TypeError):
             return slow(input, other)  # raises ember's error
         if out.__class__ is not _ndarray and isinstance(out, _generic):
             out = np.asarray(out)
-        if MODE.grad and ((ic is Tensor and input.requires_grad) or (oc is Tensor and other.requires_grad)):
-            return _record_binary(_new(cls), input, other, out)
+        if ((ic is Tensor and input.requires_grad) or (oc is Tensor and other.requires_grad)) and MODE.grad:
+            # a Python number never broadcasts a tensor; two tensors of one dtype only by shape
+            return _record_binary(_new(cls), input, other, out, ic is oc and x.shape != y.shape)
         t = _new(Tensor)
         t.data, t.grad, t.requires_grad, t._edge, t._vc, t._base, t.name, t._hooks = out, None, False, None, 0, None, None, None
         return t
@@ -214,8 +226,7 @@ def _binop(cls, name: str, slow=None):
 class Add(BinaryOp):
     """z = x + y;  dz/dx = 1, dz/dy = 1."""
 
-    def forward(self, x, y):
-        return x + y
+    ufunc = np.add
 
     def backward(self, gz):
         return gz, gz
@@ -224,8 +235,7 @@ class Add(BinaryOp):
 class Sub(BinaryOp):
     """z = x - y;  dz/dx = 1, dz/dy = -1."""
 
-    def forward(self, x, y):
-        return x - y
+    ufunc = np.subtract
 
     def backward(self, gz):
         return gz, (-gz if self.needs(1) else None)
@@ -236,8 +246,7 @@ class Mul(BinaryOp):
 
     saves_inputs = True
 
-    def forward(self, x, y):
-        return x * y
+    ufunc = np.multiply
 
     def backward(self, gz, x, y):
         nx = self.next
@@ -248,6 +257,7 @@ class Div(BinaryOp):
     """z = x / y;  dz/dx = 1/y, dz/dy = -x/y²."""
 
     saves_inputs = True
+    ufunc = np.true_divide
 
     def forward(self, x, y):
         if getattr(x, "dtype", None) is not None and x.dtype.kind != "f" and (getattr(y, "dtype", None) is None or y.dtype.kind != "f"):
@@ -269,6 +279,7 @@ class Pow(BinaryOp):
     """z = x ** y;  dz/dx = y·x^(y-1), dz/dy = z·ln x (taken as 0 where x = 0 and y ≥ 0, as PyTorch does)."""
 
     saves_inputs = True
+    ufunc = np.power
 
     def forward(self, x, y):
         if _is_bool(x) and _is_bool(y):
@@ -309,8 +320,7 @@ class Maximum(BinaryOp):
 
     saves_inputs = True
 
-    def forward(self, x, y):
-        return np.maximum(x, y)
+    ufunc = np.maximum
 
     def backward(self, gz, x, y):
         return _minmax_grads(self, gz, x, y, x > y)
@@ -321,8 +331,7 @@ class Minimum(BinaryOp):
 
     saves_inputs = True
 
-    def forward(self, x, y):
-        return np.minimum(x, y)
+    ufunc = np.minimum
 
     def backward(self, gz, x, y):
         return _minmax_grads(self, gz, x, y, x < y)
@@ -525,7 +534,7 @@ def where(condition, input=None, other=None) -> Tensor:
 # ---------------------------------------------------------------------- public functions
 def add(input, other, *, alpha=1) -> Tensor:
     """input + alpha * other."""
-    return binary(Add, input, other if alpha == 1 else other * alpha, "add")
+    return _add(input, other if alpha == 1 else other * alpha)
 
 
 def _bool_sub(a, b) -> None:
@@ -541,19 +550,14 @@ def sub(input, other, *, alpha=1) -> Tensor:
     return binary(Sub, input, other if alpha == 1 else other * alpha, "sub")
 
 
-def _rsub(a, b) -> Tensor:
-    _bool_sub(a, b)
-    return binary(Sub, b, a, "sub")
-
-
 def mul(input, other) -> Tensor:
-    return binary(Mul, input, other, "mul")
+    return _mul(input, other)
 
 
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     """input / other; rounding_mode 'floor' or 'trunc' rounds the quotient (no gradient)."""
     if rounding_mode is None:
-        return binary(Div, input, other, "div")
+        return _div(input, other)
     if rounding_mode == "floor":
         return floor_divide(input, other)
     if rounding_mode == "trunc":
@@ -572,7 +576,7 @@ def true_divide(input, other) -> Tensor:
 
 
 def pow(input, exponent) -> Tensor:
-    return binary(Pow, input, exponent, "pow")
+    return _pow(input, exponent)
 
 
 def maximum(input, other) -> Tensor:
@@ -663,6 +667,10 @@ def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equa
     return make(np.asarray(np.isclose(input.data, o, rtol=rtol, atol=atol, equal_nan=equal_nan)))
 
 
+_add, _mul, _div, _pow = _binop(Add, "add"), _binop(Mul, "mul"), _binop(Div, "div"), _binop(Pow, "pow")
+_sub = _binop(Sub, "sub", slow=lambda a, b: sub(a, b))
+
+
 # ---------------------------------------------------------------------- operators on Tensor
 _COMPARABLE = (Tensor, int, float, np.ndarray, np.generic)
 
@@ -680,12 +688,10 @@ def _comparison(fn):
 
 def _bind() -> None:
     T = Tensor
-    _add, _mul, _div, _pow = _binop(Add, "add"), _binop(Mul, "mul"), _binop(Div, "div"), _binop(Pow, "pow")
-    _sub = _binop(Sub, "sub", slow=sub)
     T.__add__ = _add
     T.__radd__ = lambda a, b: _add(b, a)
     T.__sub__ = _sub
-    T.__rsub__ = _rsub
+    T.__rsub__ = lambda a, b: _sub(b, a)
     T.__mul__ = _mul
     T.__rmul__ = lambda a, b: _mul(b, a)
     T.__truediv__ = _div
