@@ -102,6 +102,10 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool
         d = dt.NP_INT64 if all(isinstance(v, (int, np.integer)) for v in vals) else dt.NP_DEFAULT_FLOAT
     else:
         d = dt.np_dtype(dtype)
+        if d.kind != "f":
+            vals = [int(v) for v in vals]  # an integer range takes integer bounds and step, as PyTorch's int64 arange
+            if vals[2] == 0:
+                raise RuntimeError(f"arange(): step must be nonzero; it is 0 once truncated to {dt.FROM_NP[d]}")
     n = max(0, math.ceil((vals[1] - vals[0]) / vals[2]))
     # computed in float64 (or int64) then cast, so float32 ranges have the same length as PyTorch's
     arr = (np.arange(n, dtype=np.float64 if d.kind == "f" else np.int64) * vals[2] + vals[0]).astype(d)
@@ -200,9 +204,16 @@ def _gen(generator) -> np.random.Generator:
     return (generator or default_generator).np
 
 
+def _float_only(d: np.dtype, op: str) -> None:
+    if d.kind != "f":
+        raise NotImplementedError(f"{op}(): only floating-point dtypes are supported, got {dt.FROM_NP[d]}; "
+                                  f"use randint() for integers")
+
+
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Uniform samples on [0, 1)."""
     d = _fdtype(dtype)
+    _float_only(d, "rand")
     arr = _gen(generator).random(_shape_arg(size, "rand"), dtype=np.float64 if d != np.float32 else np.float32).astype(d, copy=False)
     return _finish(_xp(device).asarray(arr), requires_grad, "rand")
 
@@ -210,6 +221,7 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = F
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Standard normal samples."""
     d = _fdtype(dtype)
+    _float_only(d, "randn")
     arr = _gen(generator).standard_normal(_shape_arg(size, "randn"), dtype=np.float64 if d != np.float32 else np.float32).astype(d, copy=False)
     return _finish(_xp(device).asarray(arr), requires_grad, "randn")
 
@@ -254,6 +266,9 @@ def randint_like(input: Tensor, low, high=None, *, dtype=None, device=None) -> T
 def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
     """0/1 samples with probabilities `input` (or the scalar p)."""
     probs = input.data if p is None else np.full(input.shape, p)
+    if not ((probs >= 0) & (probs <= 1)).all():  # also catches NaN
+        raise RuntimeError(f"bernoulli(): probabilities must be in [0, 1], got values in "
+                           f"[{np.nanmin(probs)}, {np.nanmax(probs)}]" + (" and NaN" if np.isnan(probs).any() else ""))
     return make((_gen(generator).random(input.shape) < probs).astype(input.data.dtype))
 
 

@@ -27,7 +27,7 @@ class dtype:
         return "ember." + self.name
 
     def __reduce__(self):  # pickles (e.g. to DataLoader workers) as the singleton
-        return (getattr, (_module, self.name))
+        return (as_dtype, (self.name,))
 
 
 bool = dtype("bool", np.bool_, 0)
@@ -43,7 +43,6 @@ float64 = dtype("float64", np.float64, 3)
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
 
-_module = __import__(__name__, fromlist=["_"])
 ALL = (bool, uint8, int8, int16, int32, int64, float16, float32, float64)
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update(half=float16, float=float32, double=float64, short=int16, int=int32, long=int64)

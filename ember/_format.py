@@ -1,57 +1,132 @@
-"""PyTorch-style `repr` of tensors: `tensor([1., 2.], requires_grad=True)`."""
+"""PyTorch-style `repr` of tensors: `tensor([ 2.0000,  7.5000, 14.6667], requires_grad=True)`.
+
+The rules follow PyTorch's printing defaults (precision 4, line width 80, summarising
+tensors of more than 1000 elements to 3 edge items per dimension):
+- one format for the whole tensor, chosen from its nonzero finite values: integral floats
+  print as `2.`, others with 4 decimals, and scientific notation (`1.0000e-05`) is used
+  when max/min > 1000, max > 1e8, or (non-integral values only) min < 1e-4;
+- every value is right-aligned to the width of the widest nonzero finite value.
+"""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from . import _dtype as dt
 
 _PREFIX = "tensor("
+_PRECISION = 4
+_LINEWIDTH = 80
+_THRESHOLD = 1000
+_EDGE = 3
 
 
-def _float_formatter(a: np.ndarray):
-    finite = a[np.isfinite(a)]
-    if finite.size == 0:
-        return lambda v: _special(v) or f"{v:.4f}"
-    amax, amin = np.abs(finite).max(), np.abs(finite).min()
-    if np.all(finite == np.round(finite)) and amax < 1e8:
-        return lambda v: _special(v) or f"{v:.0f}."
-    if amax >= 1e8 or (amin < 1e-4 and amin != 0) or (amin != 0 and amax / amin > 1e3 and amax >= 1e3):
-        return lambda v: _special(v) or f"{v:.4e}"
-    return lambda v: _special(v) or f"{v:.4f}"
+class _Formatter:
+    """Formats single values of one tensor with a common style and width."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.kind = a.dtype.kind
+        self.int_mode, self.sci_mode, self.width = True, False, 1
+        flat = a.reshape(-1)
+        if self.kind == "b":
+            self.width = max((len(str(bool(v))) for v in flat), default=1)
+            return
+        if self.kind != "f":
+            self.width = max((len(str(v)) for v in flat.tolist()), default=1)
+            return
+        vals = flat.astype(np.float64)
+        vals = vals[np.isfinite(vals) & (vals != 0)]
+        if vals.size == 0:
+            return
+        mag = np.abs(vals)
+        lo, hi = mag.min(), mag.max()
+        self.int_mode = bool(np.all(vals == np.ceil(vals)))
+        if self.int_mode:
+            self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8
+            if not self.sci_mode:
+                self.width = max(len(f"{v:.0f}") + 1 for v in vals.tolist())  # + 1 for the trailing "."
+        else:
+            self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4
+        if self.sci_mode:
+            self.width = max(len(f"{v:.{_PRECISION}e}") for v in vals.tolist())
+        elif not self.int_mode:
+            self.width = max(len(f"{v:.{_PRECISION}f}") for v in vals.tolist())
+
+    def __call__(self, v) -> str:
+        if self.kind == "b":
+            s = str(bool(v))
+        elif self.kind != "f":
+            s = str(v)
+        elif self.sci_mode:
+            s = f"{v:.{_PRECISION}e}"
+        elif self.int_mode:
+            s = f"{v:.0f}" + ("" if math.isinf(v) or math.isnan(v) else ".")
+        else:
+            s = f"{v:.{_PRECISION}f}"
+        return s.rjust(self.width)
 
 
-def _special(v) -> str | None:
-    if np.isnan(v):
-        return "nan"
-    if np.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return None
+def _summarized(a: np.ndarray) -> np.ndarray:
+    """The edge items of every dimension (what a summarised print shows), for choosing the format."""
+    if a.ndim == 0:
+        return a
+    if a.shape[0] > 2 * _EDGE:
+        parts = [a[:_EDGE], a[-_EDGE:]]
+    else:
+        parts = [a]
+    return np.concatenate([np.stack([_summarized(r) for r in p]) if p.ndim > 1 else p for p in parts])
+
+
+def _body(a: np.ndarray, fmt: _Formatter, indent: int, summarize: bool) -> str:
+    if a.ndim == 0:
+        return fmt(a.item())
+    n = a.shape[0]
+    cut = summarize and n > 2 * _EDGE
+    if a.ndim == 1:
+        items = [fmt(v) for v in a[:_EDGE].tolist()] + [" ..."] + [fmt(v) for v in a[-_EDGE:].tolist()] if cut else \
+            [fmt(v) for v in a.tolist()]
+        per_line = max(1, (_LINEWIDTH - indent) // (fmt.width + 2))
+        lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
+        return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
+    rows = range(_EDGE) if cut else range(n)
+    parts = [_body(a[i], fmt, indent + 1, summarize) for i in rows]
+    if cut:
+        parts += ["..."] + [_body(a[i], fmt, indent + 1, summarize) for i in range(n - _EDGE, n)]
+    return "[" + ("," + "\n" * (a.ndim - 1) + " " * (indent + 1)).join(parts) + "]"
 
 
 def format_tensor(t) -> str:
     a = t.data if isinstance(t.data, np.ndarray) else t.data.get()
-    kind = a.dtype.kind
-    opts = dict(separator=", ", prefix=_PREFIX, threshold=1000, edgeitems=3, max_line_width=80)
+    suffixes = []
+    if t.device.type != "cpu":
+        suffixes.append(f"device='{t.device}'")
     if a.size == 0:
         body = "[]"
-    elif kind == "f":
-        body = np.array2string(a.astype(np.float64), formatter={"float_kind": _float_formatter(a.astype(np.float64))}, **opts)
-    elif kind == "b":
-        body = np.array2string(a, formatter={"bool": lambda v: "True" if v else "False"}, **opts)
+        if a.ndim != 1:
+            suffixes.append(f"size={tuple(a.shape)}")
+        # an empty tensor has no values to show its dtype by, so anything but the default float is named
+        if a.dtype != dt.NP_DEFAULT_FLOAT:
+            suffixes.append(f"dtype={t.dtype}")
     else:
-        body = np.array2string(a, **opts)
-    extras = []
-    if a.size == 0 and a.shape != (0,):
-        extras.append(f"size={tuple(a.shape)}")
-    if t.device.type != "cpu":
-        extras.append(f"device='{t.device}'")
-    default = {np.dtype(np.int64), np.dtype(np.bool_), dt.NP_DEFAULT_FLOAT}
-    if a.dtype not in default:
-        extras.append(f"dtype={t.dtype}")
+        summarize = a.size > _THRESHOLD
+        fmt = _Formatter(_summarized(a) if summarize else a)
+        body = _body(a, fmt, len(_PREFIX), summarize)
+        if a.dtype not in (dt.NP_DEFAULT_FLOAT, dt.NP_INT64, dt.NP_BOOL):
+            suffixes.append(f"dtype={t.dtype}")
     if t.grad_fn is not None:
-        extras.append(f"grad_fn=<{t.grad_fn.name()}>")
+        suffixes.append(f"grad_fn=<{t.grad_fn.name()}>")
     elif t.requires_grad:
-        extras.append("requires_grad=True")
+        suffixes.append("requires_grad=True")
     if t.name:
-        extras.append(f"name={t.name!r}")
-    return _PREFIX + body + "".join(", " + e for e in extras) + ")"
+        suffixes.append(f"name={t.name!r}")
+    out = _PREFIX + body
+    last = len(out) - out.rfind("\n") + 1
+    for s in suffixes:  # a suffix that would overflow the line goes on its own line, as PyTorch does
+        if last + len(s) + 2 > _LINEWIDTH:
+            out += ",\n" + " " * len(_PREFIX) + s
+            last = len(_PREFIX) + len(s)
+        else:
+            out += ", " + s
+            last += len(s) + 2
+    return out + ")"

@@ -253,6 +253,16 @@ class Tensor:
         return repr(self)
 
 
+TENSOR_TYPES = {Tensor}  # Tensor and its subclasses (nn.Parameter, ...): a set test is cheaper than isinstance
+
+
+def _register_subclass(cls, **kwargs) -> None:
+    TENSOR_TYPES.add(cls)
+
+
+Tensor.__init_subclass__ = classmethod(_register_subclass)
+
+
 class Slot:
     """Edge to output `nr` of a node with several outputs (single-output nodes are their own edge)."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._tensor import Slot, Tensor, bump_version, make
+from .._tensor import TENSOR_TYPES, Slot, Tensor, bump_version, make
 from .function import FREED, Node
 from .grad_mode import MODE
 
@@ -120,19 +120,25 @@ def _run(roots: list, root_grads: list, retain_graph: bool, create_graph: bool, 
             if n not in deps:
                 deps[n] = 0
                 stack.append(n)
+    pop, push, record_order = stack.pop, stack.append, inputs is not None
     while stack:
-        n = stack.pop()
-        order.append(n)
+        n = pop()
+        if record_order:
+            order.append(n)
         for e in n.next:
-            if e is None or isinstance(e, Tensor):
+            if e is None:
                 continue
-            if type(e) is Slot:
+            cls = e.__class__
+            if cls in TENSOR_TYPES:
+                continue
+            if cls is Slot:
                 e = e.node
-            if e in deps:
-                deps[e] += 1
-            else:
+            c = deps.get(e)
+            if c is None:
                 deps[e] = 1
-                stack.append(e)
+                push(e)
+            else:
+                deps[e] = c + 1
     needed = None if inputs is None else run.needed_nodes(order, deps)
 
     # --- pass 2: run each node once all its consumers have delivered
@@ -146,35 +152,39 @@ def _run(roots: list, root_grads: list, retain_graph: bool, create_graph: bool, 
                 run.deliver_leaf(t, g)
             else:
                 _add_to_buffer(buffers, e, g)
-        ready = [n for n in deps if deps[n] == 0]
+        # `ready` holds (node, its summed gradient); a node's gradient waits in `buffers` only
+        # while other consumers are still to deliver (a chain never touches the dict)
+        ready = [(n, buffers.pop(n, None)) for n in deps if deps[n] == 0]
         anomaly = MODE.anomaly
-        special = run.node_targets is not None or needed is not None  # else: the plain, fast loop
+        special = run.node_targets is not None or needed is not None
         pop, push, bpop = ready.pop, ready.append, buffers.pop
         while ready:
-            node = pop()
-            g = bpop(node, None)
-            grads = None
+            node, g = pop()
+            grads = _NONES
             if g is not None:
-                if node._hooked or special:
+                hooked = node._hooked
+                if hooked or special:
                     g = run.pre_hooks(node, g)
                 if needed is None or node in needed:
                     grads = node._backward(g)
                     if anomaly:
                         _check_anomaly(node, grads)
-                    if node._post_hooks:
+                    if hooked and node._post_hooks:
                         for h in node._post_hooks:
                             r = h(grads, g if isinstance(g, list) else [g])
                             if r is not None:
                                 grads = tuple(r)
-            if not retain_graph and (node.inputs is not None or node.out is not None):
-                node._free()
-            if grads is None:
-                grads = _NONES
+            if not retain_graph:  # free what the node saved (Node._free, inlined)
+                if node.inputs is not None:
+                    node.inputs = FREED
+                if node.out is not None:
+                    node.out = None
+                    node.inputs = FREED
             for e, gi in zip(node.next, grads):
                 if e is None:
                     continue
                 cls = e.__class__
-                if cls is Tensor or isinstance(e, Tensor):
+                if cls in TENSOR_TYPES:
                     if gi is not None:
                         run.deliver_leaf(e, gi)
                     continue
@@ -182,13 +192,16 @@ def _run(roots: list, root_grads: list, retain_graph: bool, create_graph: bool, 
                     if gi is not None:
                         _add_to_buffer(buffers, e, gi)
                     e = e.node
-                elif gi is not None:
-                    old = buffers.get(e)
-                    buffers[e] = gi if old is None else old + gi
+                    gi = None  # delivered into the node's list of output gradients
                 c = deps[e] - 1
-                deps[e] = c
                 if c == 0:
-                    push(e)
+                    old = bpop(e, None)
+                    push((e, gi if old is None else (old if gi is None else old + gi)))
+                else:
+                    deps[e] = c
+                    if gi is not None:
+                        old = buffers.get(e)
+                        buffers[e] = gi if old is None else old + gi
     finally:
         MODE.grad = prev_mode
     return run.captured

@@ -11,7 +11,7 @@ import numpy as np
 
 import weakref
 
-from .._tensor import Slot, Tensor, make, version
+from .._tensor import TENSOR_TYPES, Slot, Tensor, make, version
 from .grad_mode import MODE
 
 _new = object.__new__
@@ -75,11 +75,12 @@ class Node:
                 f".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph a "
                 f"second time or if you need to access saved tensors after calling backward.")
         vs = self.versions
-        if vs is not None:
+        if vs:
             i = 0
             for t in self.inputs:
-                if isinstance(t, Tensor):
-                    if version(t) != vs[i]:
+                if t.__class__ in TENSOR_TYPES:
+                    b = t._base
+                    if (b if b is not None else t)._vc != vs[i]:
                         self._modified(t, vs[i], version(t))
                     i += 1
                 elif type(t) is tuple:  # a saved output of a Function (see _record_function)
@@ -130,6 +131,7 @@ class Op(Node):
 
     saves_inputs = True
     saves_output = False
+    meta = None  # ((shape, dtype) or None per input) for inputs whose gradient must be reduced to them
 
     def forward(self, *args):
         raise NotImplementedError("abstract: a subclass of Op defines forward")
@@ -148,13 +150,30 @@ class Op(Node):
     def _backward(self, g):
         inputs = self.inputs
         if inputs is not None:
-            self._check_saved()
+            if inputs is FREED or self.versions is not None or self.out_version is not None:
+                self._check_saved()
             r = self.backward(g, *inputs)
         else:
             if self.out is not None or self.saves_output:
                 self._check_saved()
             r = self.backward(g)
-        return r if r.__class__ is tuple else (r,)
+        if r.__class__ is not tuple:
+            r = (r,)
+        return r if self.meta is None else self._reduce(r)
+
+    def _reduce(self, grads: tuple) -> tuple:
+        """Sum broadcast gradients back to their input's shape and cast them to its dtype."""
+        from ..ops.arithmetic import sum_to
+        out = []
+        for gi, m in zip(grads, self.meta):
+            if gi is not None and m is not None:
+                shape, dtype = m
+                if gi.shape != shape:
+                    gi = sum_to(gi, shape)
+                if gi.data.dtype != dtype:
+                    gi = gi.to(dtype)
+            out.append(gi)
+        return tuple(out)
 
     @classmethod
     def apply(cls, *args, **kwargs) -> Tensor:
@@ -162,6 +181,15 @@ class Op(Node):
         requires grad, record a node. Non-Tensor positional args are passed through as
         constants (edges None); keyword args are forwarded to `forward` only."""
         node = _new(cls)
+        if len(args) == 2 and not kwargs:  # the common case of two tensors (fused backward ops), unrolled
+            a, b = args
+            if a.__class__ is Tensor and b.__class__ is Tensor and a.data.__class__ is b.data.__class__:
+                out = node.forward(a.data, b.data)
+                if out.__class__ is not _ndarray and isinstance(out, _generic):
+                    out = np.asarray(out)
+                if (a.requires_grad or b.requires_grad) and MODE.grad:
+                    return _record(node, args, out)
+                return make(out)
         record = False
         arrays = []
         kind = None

@@ -64,27 +64,10 @@ class BinaryOp(Op):
     """An elementwise op of two operands (Tensors or numbers) that broadcast."""
 
     saves_inputs = False
-    meta = None  # ((shape, dtype) or None, ...) of inputs whose shape or dtype differs from the result's
     ufunc = None  # the NumPy ufunc computing the op (on floats, at least): the default forward
 
     def forward(self, x, y):
         return self.ufunc(x, y)
-
-    def _backward(self, g):
-        grads = Op._backward(self, g)
-        meta = self.meta
-        if meta is None:
-            return grads
-        out = []
-        for gi, m in zip(grads, meta):
-            if gi is not None and m is not None:
-                shape, dtype = m
-                if gi.shape != shape:
-                    gi = sum_to(gi, shape)
-                if gi.data.dtype != dtype:
-                    gi = gi.to(dt.FROM_NP[dtype])
-            out.append(gi)
-        return tuple(out)
 
 
 def binary(cls, a, b, name: str) -> Tensor:

@@ -48,12 +48,11 @@ def _commit(t: Tensor, result: Tensor, op: str) -> Tensor:
 
 
 def _old(t: Tensor, cls) -> Tensor:
-    """The tensor's current identity as an op input; a copy when the op saves inputs (its values are about to change)."""
-    if not (MODE.grad and t.requires_grad):
+    """The tensor's current identity as an op input; a copy when the op saves inputs (its values are about
+    to change). Also when t itself needs no gradient: `y.mul_(w)` must keep y's old values for w's gradient."""
+    if not (MODE.grad and getattr(cls, "saves_inputs", True)):
         return t
-    saves = getattr(cls, "saves_inputs", True)
-    old = make(t.data.copy() if saves else t.data, True, t._edge)
-    return old
+    return make(t.data.copy(), t.requires_grad, t._edge)
 
 
 def _binary_(cls, name: str):

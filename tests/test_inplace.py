@@ -1,0 +1,376 @@
+"""In-place ops (ember/ops/inplace.py): values, version counters, gradients through them, and their errors."""
+import numpy as np
+import pytest
+from helpers import rand, requires_torch, torch
+
+import ember
+
+BINARY_INPLACE = ["add_", "sub_", "mul_", "div_", "pow_"]
+AUGMENTED = {"+=": "__iadd__", "-=": "__isub__", "*=": "__imul__", "/=": "__itruediv__", "**=": "__ipow__"}
+UNARY_INPLACE = {  # method -> (input range, args)
+    "relu_": ((-1, 1), ()), "exp_": ((-1, 1), ()), "log_": ((0.5, 2), ()), "sqrt_": ((0.5, 2), ()),
+    "neg_": ((-1, 1), ()), "abs_": ((-1, 1), ()), "sigmoid_": ((-2, 2), ()), "tanh_": ((-2, 2), ()),
+    "floor_": ((-3, 3), ()), "ceil_": ((-3, 3), ()), "round_": ((-3, 3), ()), "trunc_": ((-3, 3), ()),
+    "sign_": ((-1, 1), ()), "reciprocal_": ((0.5, 2), ()), "square_": ((-1, 1), ()), "sin_": ((-2, 2), ()),
+    "cos_": ((-2, 2), ()), "clamp_": ((-1, 1), (-0.3, 0.4)), "clip_": ((-1, 1), (None, 0.2)),
+    "clamp_min_": ((-1, 1), (0.1,)), "clamp_max_": ((-1, 1), (-0.1,)),
+}
+
+
+def _pair(lib, a, requires_grad=False):
+    return lib.tensor(a, requires_grad=requires_grad)
+
+
+# ---------------------------------------------------------------------- values and version counters
+@requires_torch
+@pytest.mark.parametrize("other", ["scalar", "same_shape", "broadcast", "zero_d"])
+@pytest.mark.parametrize("method", BINARY_INPLACE)
+def test_binary_inplace_values(method, other):
+    a = rand(2, 3, low=0.5, high=2)
+    b = {"scalar": 1.5, "same_shape": rand(2, 3, seed=1, low=0.5, high=2), "broadcast": rand(3, seed=2, low=0.5, high=2),
+         "zero_d": np.array(1.25)}[other]
+    res = []
+    for lib in (ember, torch):
+        t = lib.tensor(a)
+        o = b if other == "scalar" else lib.tensor(b)
+        v0 = t._version
+        r = getattr(t, method)(o)
+        assert r is t and t._version == v0 + 1
+        res.append(t.numpy())
+    np.testing.assert_allclose(res[0], res[1], rtol=1e-12)
+
+
+@requires_torch
+@pytest.mark.parametrize("op", sorted(AUGMENTED))
+def test_augmented_assignment(op):
+    a, b = rand(3, 2, low=0.5, high=2), rand(2, seed=1, low=0.5, high=2)
+    res = []
+    for lib in (ember, torch):
+        t = lib.tensor(a, dtype=lib.float32)
+        before, v0 = t, t._version
+        exec(f"t {op} lib.tensor(b, dtype=lib.float32)")
+        assert t is before and t._version == v0 + 1  # the same object, modified
+        res.append(t.numpy())
+    np.testing.assert_allclose(res[0], res[1], rtol=1e-6)
+
+
+@requires_torch
+@pytest.mark.parametrize("method", ["add_", "sub_"])
+def test_alpha(method):
+    res = []
+    for lib in (ember, torch):
+        t = lib.tensor([1.0, 2.0])
+        getattr(t, method)(lib.tensor([3.0, 4.0]), alpha=-2)
+        res.append(t.tolist())
+    assert res[0] == res[1]
+
+
+@requires_torch
+@pytest.mark.parametrize("method", sorted(UNARY_INPLACE))
+def test_unary_inplace_values(method):
+    (lo, hi), args = UNARY_INPLACE[method]
+    a = rand(2, 3, low=lo, high=hi)
+    res = []
+    for lib in (ember, torch):
+        t = lib.tensor(a)
+        v0 = t._version
+        assert getattr(t, method)(*args) is t and t._version == v0 + 1
+        res.append(t.numpy())
+    np.testing.assert_allclose(res[0], res[1], rtol=1e-12)
+
+
+def test_integer_inplace_ops():
+    t = ember.tensor([1, 2, 3])
+    t += 2
+    t *= ember.tensor([1, 2, 3])
+    t -= 1
+    assert t.tolist() == [2, 7, 14] and t.dtype is ember.int64
+    t.clamp_(3, 10)
+    assert t.tolist() == [3, 7, 10] and t.dtype is ember.int64
+    f = ember.tensor([1.0, 2.0])
+    f += ember.tensor([1, 1])  # an int operand into a float tensor is fine
+    assert f.tolist() == [2.0, 3.0]
+
+
+def test_zero_fill_copy():
+    t = ember.tensor([[1.0, 2.0], [3.0, 4.0]])
+    v = t._version
+    assert t.zero_() is t and t.tolist() == [[0.0, 0.0], [0.0, 0.0]] and t._version == v + 1
+    assert t.fill_(2.5) is t and t.tolist() == [[2.5, 2.5], [2.5, 2.5]]
+    t.fill_(ember.tensor(7.0))
+    assert t.tolist() == [[7.0, 7.0], [7.0, 7.0]]
+    assert t.copy_(ember.tensor([1.0, -1.0])) is t and t.tolist() == [[1.0, -1.0], [1.0, -1.0]]  # broadcast
+    t.copy_(ember.tensor([[1, 2], [3, 4]]))  # cast from int64
+    assert t.tolist() == [[1.0, 2.0], [3.0, 4.0]] and t.dtype is ember.float32
+    t.copy_(np.array([[5.0, 6.0], [7.0, 8.0]]))
+    assert t.tolist() == [[5.0, 6.0], [7.0, 8.0]] and t._version == v + 6
+
+
+def test_fill_non_scalar_tensor_raises():
+    with pytest.raises(RuntimeError, match="fill_.*0-dimension"):
+        ember.zeros(3).fill_(ember.ones(2))
+
+
+def test_copy_shape_mismatch_raises():
+    with pytest.raises(RuntimeError, match=r"copy_.*\[3\].*\[2\]"):
+        ember.zeros(2).copy_(ember.ones(3))
+
+
+def test_inplace_on_view_shares_memory_and_version():
+    base = ember.zeros(4)
+    v = base.detach()
+    v.add_(1)
+    assert base.tolist() == [1.0] * 4 and base._version == v._version == 1
+
+
+# ---------------------------------------------------------------------- errors
+@pytest.mark.parametrize("fn", [lambda x: x.add_(1), lambda x: x.mul_(2), lambda x: x.zero_(), lambda x: x.fill_(1),
+                                lambda x: x.copy_(ember.ones(2)), lambda x: x.relu_(), lambda x: x.clamp_(0, 1),
+                                lambda x: x.__iadd__(1)])
+def test_leaf_requiring_grad_raises(fn):
+    x = ember.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation"):
+        fn(x)
+
+
+def test_modified_saved_output_raises_on_backward():
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    y = x.exp()
+    y.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation.*version 1; expected version 0"):
+        y.backward(ember.ones(2))
+
+
+def test_modified_saved_input_raises_on_backward():
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    a = x * 2
+    b = a * x  # saves a
+    a.mul_(3)
+    with pytest.raises(RuntimeError, match="inplace.*version"):
+        b.backward(ember.ones(2))
+
+
+def test_no_grad_modification_of_saved_leaf_is_detected():
+    w = ember.tensor([1.0, 2.0], requires_grad=True)
+    y = w * w
+    with ember.no_grad():
+        w.add_(1)
+    with pytest.raises(RuntimeError, match="inplace.*version"):
+        y.backward(ember.ones(2))
+
+
+def test_modification_through_detached_alias_is_detected():
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    y = x.exp()
+    y.detach().zero_()
+    with pytest.raises(RuntimeError, match="inplace.*version"):
+        y.backward(ember.ones(2))
+
+
+@pytest.mark.parametrize("dtype,op", [(d, o) for d in ("int64", "int32", "uint8", "bool") for o in ("+=", "*=", "-=")
+                                      if (d, o) != ("bool", "-=")])  # bool subtraction is an error of its own
+def test_int_tensor_with_float_raises(dtype, op):
+    t = ember.tensor([1, 0], dtype=getattr(ember, dtype))
+    with pytest.raises(RuntimeError, match=r"can't be cast to the desired output type"):
+        exec(f"t {op} 1.5")
+    assert t.tolist() == ember.tensor([1, 0], dtype=getattr(ember, dtype)).tolist()  # left unchanged
+
+
+def test_int_tensor_div_raises():
+    t = ember.tensor([2, 4])
+    with pytest.raises(RuntimeError, match="div_.*can't be cast"):
+        t /= 2
+    with pytest.raises(RuntimeError, match="add_.*can't be cast"):
+        t.add_(ember.tensor([0.5, 0.5]))
+
+
+def test_int_result_of_graph_op_into_int_tensor_raises():
+    t = ember.tensor([1, 2])
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        t.add_(ember.ones(2, requires_grad=True))
+
+
+@pytest.mark.parametrize("method", ["add_", "mul_", "sub_", "div_", "pow_"])
+def test_shape_mismatch_raises(method):
+    with pytest.raises(RuntimeError, match=rf"{method}.*\[3\].*\[2, 3\]"):
+        getattr(ember.ones(3), method)(ember.ones(2, 3))
+    with pytest.raises(RuntimeError, match=rf"{method}.*\[3\].*\[2\]"):
+        getattr(ember.ones(3), method)(ember.ones(2))
+
+
+def test_shape_mismatch_in_graph_raises():
+    y = ember.ones(3, requires_grad=True) * 1
+    with pytest.raises(RuntimeError, match=r"add_.*\[3\].*\[2, 3\]"):
+        y.add_(ember.ones(2, 3))
+
+
+def test_read_only_broadcast_view_raises():
+    v = ember.from_numpy(np.broadcast_to(np.zeros(3), (2, 3)))
+    with pytest.raises(RuntimeError, match="add_.*read-only"):
+        v.add_(1)
+
+
+# ---------------------------------------------------------------------- no-grad updates of leaves (optimizer style)
+def test_no_grad_update_of_parameter():
+    p = ember.tensor([1.0, 2.0], requires_grad=True)
+    (p * p).backward(ember.ones(2))
+    with ember.no_grad():
+        p -= 0.1 * p.grad
+        p.mul_(2)
+    assert p.is_leaf and p.requires_grad and p.grad_fn is None and p._version == 2
+    np.testing.assert_allclose(p.detach().numpy(), [1.6, 3.2], rtol=1e-6)
+    p.grad = None
+    (p * 3).backward(ember.ones(2))  # usable in a new graph
+    assert p.grad.tolist() == [3.0, 3.0]
+    with ember.no_grad():
+        p.zero_()
+        p.copy_(ember.tensor([5.0, 6.0]))
+        p.clamp_(max=5.5)
+    assert p.tolist() == [5.0, 5.5] and p.is_leaf and p.requires_grad
+
+
+# ---------------------------------------------------------------------- gradients through in-place ops (vs PyTorch)
+def _grads_both(fn, *arrays, cot_seed=3):
+    """Run fn(lib, *leaves) in ember and PyTorch; return the leaves' grads for a random cotangent."""
+    out = []
+    for lib in (ember, torch):
+        leaves = [lib.tensor(a, requires_grad=True) for a in arrays]
+        z = fn(lib, *leaves)
+        cot = np.random.default_rng(cot_seed).standard_normal(tuple(z.shape))
+        z.backward(lib.tensor(cot, dtype=z.dtype))
+        out.append([leaf.grad.numpy() if leaf.grad is not None else None for leaf in leaves])
+    return out
+
+
+def _compare(fn, *arrays):
+    e, t = _grads_both(fn, *arrays)
+    for ge, gt in zip(e, t):
+        assert (ge is None) == (gt is None)
+        if gt is not None:
+            np.testing.assert_allclose(ge, gt, rtol=1e-10, atol=1e-12)
+
+
+def _chain(L, x):
+    y = x * 2
+    y.add_(1)
+    y.mul_(3)
+    return y.exp()
+
+
+def _other_requires_grad(L, x, w):
+    y = x * 1.5
+    y.mul_(w)
+    y.sub_(w, alpha=2)
+    y += w * w
+    y.div_(w + 3)
+    return y
+
+
+def _pow_(L, x, w):
+    y = x + 2
+    y.pow_(w)
+    return y * 3  # (PyTorch forbids a second in-place op on y here: pow_ saved its result)
+
+
+def _into_plain(L, x, w):
+    y = L.ones(3, dtype=x.dtype) * 5  # needs no grad until an in-place op with w
+    y.mul_(w)
+    y.div_(x)
+    y.add_(w, alpha=0.5)
+    return y
+
+
+def _augmented(L, x):
+    y = x.exp()
+    y = y * 1
+    y += 1
+    y *= x
+    y -= 2
+    y /= 4
+    y **= 2
+    return y
+
+
+def _fill_copy(L, x, s):
+    y = x * 2
+    y.fill_(s * 2)  # a 0-d value that requires grad: its gradient is the sum of y's
+    z = L.zeros(3, dtype=x.dtype)
+    z.copy_(x * s)
+    return y * x + z
+
+
+def _zero(L, x):
+    y = x * 2
+    y.zero_()
+    return y + x * x
+
+
+@requires_torch
+@pytest.mark.parametrize("fn,shapes", [(_chain, [(2, 3)]), (_other_requires_grad, [(2, 3), (3,)]), (_pow_, [(4,), (4,)]),
+                                       (_into_plain, [(3,), (3,)]), (_augmented, [(3,)]), (_zero, [(3,)]),
+                                       (_fill_copy, [(3,), ()])],
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_graph_gradients_as_pytorch(fn, shapes):
+    arrays = [rand(*s, seed=i, low=0.5, high=1.5) for i, s in enumerate(shapes)]
+    _compare(fn, *arrays)
+
+
+@requires_torch
+@pytest.mark.parametrize("method", sorted(UNARY_INPLACE))
+def test_unary_inplace_gradients_as_pytorch(method):
+    (lo, hi), args = UNARY_INPLACE[method]
+
+    def fn(L, x, w):
+        y = x * 1.0
+        getattr(y, method)(*args)
+        return y * w
+
+    _compare(fn, rand(2, 3, low=lo, high=hi), rand(2, 3, seed=1))
+
+
+@requires_torch
+def test_inplace_on_result_of_saved_output_op_into_later_ops():
+    def fn(L, x):
+        y = x.sigmoid() * 1  # the sigmoid's saved output is not y
+        y.mul_(x)
+        y.tanh_()
+        return y.exp()
+    _compare(fn, rand(2, 2))
+
+
+def test_inplace_makes_tensor_require_grad():
+    w = ember.tensor([2.0, 3.0], requires_grad=True)
+    y = ember.full((2,), 5.0)
+    y.mul_(w)
+    assert y.requires_grad and not y.is_leaf and y.grad_fn is not None
+    y.backward(ember.ones(2))
+    assert w.grad.tolist() == [5.0, 5.0]  # the old values of y, not the new ones
+
+
+def test_pow_inplace_twice_gradient():
+    # ember keeps a copy of each in-place op's input, so a chain PyTorch forbids still differentiates correctly
+    x = ember.tensor([0.5, 1.5], dtype=ember.float64, requires_grad=True)
+    y = x + 2
+    y.pow_(x)
+    y.pow_(2)
+    y.backward(ember.ones(2, dtype=ember.float64))
+    xs = np.array([0.5, 1.5])
+    expected = 2 * (xs + 2) ** (2 * xs) * (np.log(xs + 2) + xs / (xs + 2))  # d/dx (x+2)^(2x)
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-12)
+
+
+def test_copy_into_plain_tensor_gives_grad_to_source():
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    buf = ember.zeros(2, dtype=ember.float64)
+    buf.copy_(x * 3)
+    assert buf.dtype is ember.float64 and buf.requires_grad
+    buf.backward(ember.ones(2, dtype=ember.float64))
+    assert x.grad.dtype is ember.float32 and x.grad.tolist() == [3.0, 3.0]
+
+
+def test_grad_fn_changes_after_inplace():
+    x = ember.ones(2, requires_grad=True)
+    y = x * 2
+    f0 = y.grad_fn
+    y.add_(1)
+    assert y.grad_fn is not f0 and "Add" in y.grad_fn.name()
