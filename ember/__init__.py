@@ -6,7 +6,7 @@ import warnings as _warnings
 
 from ._dtype import (bool, double, dtype, float, float16, float32, float64, get_default_dtype, half, int, int8,  # noqa: A004
                      int16, int32, int64, long, set_default_dtype, short, uint8)
-from ._tensor import Tensor
+from ._tensor import Size, Tensor
 from .backend import device
 from . import ops as _ops  # binds the Tensor methods and operators
 from . import autograd

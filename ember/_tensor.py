@@ -15,6 +15,25 @@ _new = object.__new__
 _ndarray = np.ndarray
 
 
+class Size(tuple):
+    """A tensor's shape: a tuple of ints (as `torch.Size`)."""
+
+    __slots__ = ()
+
+    def numel(self) -> int:
+        n = 1
+        for d in self:
+            n *= d
+        return n
+
+    def __repr__(self) -> str:
+        return f"ember.Size({list(self)})"
+
+    def __getitem__(self, i):
+        r = tuple.__getitem__(self, i)
+        return Size(r) if isinstance(i, slice) else r
+
+
 class Tensor:
     """A multi-dimensional array with reverse-mode automatic differentiation.
 
@@ -39,13 +58,13 @@ class Tensor:
 
     # ------------------------------------------------------------------ metadata
     @property
-    def shape(self) -> tuple:
-        return self.data.shape
+    def shape(self) -> "Size":
+        return Size(self.data.shape)
 
     def size(self, dim: int | None = None):
-        """The shape, or the length of dimension `dim`."""
+        """The shape (a `Size`), or the length of dimension `dim`."""
         if dim is None:
-            return self.data.shape
+            return Size(self.data.shape)
         return self.data.shape[_dim(dim, self.data.ndim, "size")]
 
     def dim(self) -> int:

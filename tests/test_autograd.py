@@ -496,3 +496,13 @@ def test_detect_anomaly_names_op_and_forward_trace():
         y = x.sqrt()  # d/dx sqrt at 0 is inf
         with pytest.raises(RuntimeError, match=r"(?s)SqrtBackward.*returned (nan|inf) values.*test_autograd\.py"):
             (y * 0 + y).sum().backward()
+
+
+# ---------------------------------------------------------------------- shapes
+def test_shape_and_size_are_size_tuples():
+    x = ember.ones(2, 3)
+    assert isinstance(x.shape, ember.Size) and x.shape == (2, 3) and x.size() == ember.Size([2, 3])
+    assert x.shape.numel() == 6 and x.size(1) == 3 and x.size(-1) == 3
+    assert repr(x.shape) == "ember.Size([2, 3])" and isinstance(x.shape[1:], ember.Size)
+    with pytest.raises(IndexError, match="size"):
+        x.size(2)
