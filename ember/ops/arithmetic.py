@@ -134,7 +134,8 @@ def _record_binary(node: BinaryOp, a, b, out, check_meta: bool = True) -> Tensor
         else:
             node.inputs = node.versions = None
         node.out = node.out_version = None
-        r = make(out, True, node)
+        r = _new(Tensor)  # make(out, True, node), inlined
+        r.data, r.grad, r.requires_grad, r._edge, r._vc, r._base, r.name, r._hooks = out, None, True, node, 0, None, None, None
         if MODE.anomaly:
             from ..autograd.anomaly import creation_trace
             node.trace = creation_trace()
@@ -161,7 +162,7 @@ def _binop(cls, name: str, slow=None):
     op's forward is its `ufunc`, called directly. Everything else, errors included, goes to
     `slow` (default: `binary`). BinaryOp.forward must not store state on self, so the node is
     created only when the graph is recorded."""
-    ufunc = cls.ufunc
+    ufunc, saves = cls.ufunc, cls.saves_inputs
     if slow is None:
         def slow(input, other):
             return binary(cls, input, other, name)
@@ -194,8 +195,21 @@ def _binop(cls, name: str, slow=None):
         if out.__class__ is not _ndarray and isinstance(out, _generic):
             out = np.asarray(out)
         if ((ic is Tensor and input.requires_grad) or (oc is Tensor and other.requires_grad)) and MODE.grad:
-            # a Python number never broadcasts a tensor; two tensors of one dtype only by shape
-            return _record_binary(_new(cls), input, other, out, ic is oc and x.shape != y.shape)
+            if ic is not oc or saves or MODE.anomaly:
+                # a Python number never broadcasts a tensor; two tensors of one dtype only by shape
+                return _record_binary(_new(cls), input, other, out, ic is oc and x.shape != y.shape)
+            # _record_binary inlined for the commonest recorded case: two tensors, nothing saved
+            node = _new(cls)
+            ea, eb = input._edge, other._edge
+            node.next = (ea if ea is not None else (input if input.requires_grad else None),
+                         eb if eb is not None else (other if other.requires_grad else None))
+            node.inputs = node.versions = node.out = node.out_version = None
+            if x.shape != y.shape:
+                node.meta = ((x.shape, x.dtype) if input.requires_grad and x.shape != out.shape else None,
+                             (y.shape, y.dtype) if other.requires_grad and y.shape != out.shape else None)
+            t = _new(Tensor)
+            t.data, t.grad, t.requires_grad, t._edge, t._vc, t._base, t.name, t._hooks = out, None, True, node, 0, None, None, None
+            return t
         t = _new(Tensor)
         t.data, t.grad, t.requires_grad, t._edge, t._vc, t._base, t.name, t._hooks = out, None, False, None, 0, None, None, None
         return t
