@@ -2,8 +2,8 @@
 
 Every gradient is itself a product: for z = x @ y, dx = gz @ yᵀ and dy = xᵀ @ gz; for an
 einsum, the gradient of one operand is the einsum of the upstream gradient with the other
-operands, the equation rearranged. Backward is written with these ops (plus two private
-views, `_Reshape` and `_MT`), so higher derivatives come for free.
+operands, the equation rearranged. Backward is written with these ops (plus the views
+shape.View and shape.Permute), so higher derivatives come for free.
 
 Speed: a float32 matmul forward is one BLAS call; a batch of rows times a weight matrix,
 (B, n, k) @ (k, m), is folded into one (B·n, k) @ (k, m) GEMM (NumPy would run B small
@@ -20,6 +20,7 @@ from .. import backend
 from .._tensor import Tensor, _dim, as_view
 from ..autograd.function import Op
 from .arithmetic import broadcast_to, sum_to
+from .shape import Permute, View
 from .unary import to_dtype
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "outer", "ger", "einsum", "tensordot", "addmm", "baddbmm"]
@@ -39,29 +40,10 @@ def _x(shape) -> str:
 
 
 # ---------------------------------------------------------------------- private views used in backward
-class _Reshape(Op):
-    """z = x viewed with another shape (a copy only when x's strides do not allow a view);  dz/dx = gz reshaped back."""
-
-    saves_inputs = False
-
-    def forward(self, x, shape):
-        self.in_shape = x.shape
-        return x.reshape(shape)
-
-    def backward(self, gz):
-        return _Reshape.apply(gz, self.in_shape), None
-
-
-class _MT(Op):
-    """z = x with its last two dimensions swapped (a view);  dz/dx = gz with them swapped back."""
-
-    saves_inputs = False
-
-    def forward(self, x):
-        return x.swapaxes(-1, -2)
-
-    def backward(self, gz):
-        return _MT.apply(gz)
+def _mt(x: Tensor) -> Tensor:
+    """x with its last two dimensions swapped (a view), differentiably."""
+    n = x.data.ndim
+    return Permute.apply(x, tuple(range(n - 2)) + (n - 1, n - 2))
 
 
 class _DiagEmbed(Op):
@@ -108,32 +90,32 @@ class Matmul(Op):
         if xd == 1 and yd == 1:  # dot product: gz is 0-d
             return (gz * y if self.needs(0) else None), (gz * x if self.needs(1) else None)
         # view 1-D operands as a 1xk row / kx1 column (and gz to match), as matmul's forward does
-        x2 = _Reshape.apply(x, (1, x.shape[0])) if xd == 1 else x
-        y2 = _Reshape.apply(y, (y.shape[0], 1)) if yd == 1 else y
+        x2 = View.apply(x, (1, x.shape[0])) if xd == 1 else x
+        y2 = View.apply(y, (y.shape[0], 1)) if yd == 1 else y
         gz2 = gz
         if xd == 1:
-            gz2 = _Reshape.apply(gz, gz.shape[:-1] + (1, gz.shape[-1]))
+            gz2 = View.apply(gz, gz.shape[:-1] + (1, gz.shape[-1]))
         elif yd == 1:
-            gz2 = _Reshape.apply(gz, gz.shape + (1,))
+            gz2 = View.apply(gz, gz.shape + (1,))
         gx = gy = None
         if self.needs(0):
-            gx = Matmul.apply(gz2, _MT.apply(y2))
+            gx = Matmul.apply(gz2, _mt(y2))
             if gx.shape != x2.shape:
                 gx = sum_to(gx, x2.shape)
             if xd == 1:
-                gx = _Reshape.apply(gx, x.shape)
+                gx = View.apply(gx, x.shape)
         if self.needs(1):
             if x2.ndim > 2 and y2.ndim == 2:
                 # (rows, k)ᵀ @ (rows, m): one GEMM instead of a batch of them summed afterwards
                 k, m = y2.shape
                 rows = math.prod(x2.shape[:-1])
-                gy = Matmul.apply(_MT.apply(_Reshape.apply(x2, (rows, k))), _Reshape.apply(gz2, (rows, m)))
+                gy = Matmul.apply(_mt(View.apply(x2, (rows, k))), View.apply(gz2, (rows, m)))
             else:
-                gy = Matmul.apply(_MT.apply(x2), gz2)
+                gy = Matmul.apply(_mt(x2), gz2)
                 if gy.shape != y2.shape:
                     gy = sum_to(gy, y2.shape)
             if yd == 1:
-                gy = _Reshape.apply(gy, y.shape)
+                gy = View.apply(gy, y.shape)
         return gx, gy
 
 
@@ -289,10 +271,10 @@ class AddMatmul(Op):
         if self.needs(0):
             gc = sum_to(gz if beta == 1 else gz * beta, c.shape)
         if self.needs(1):
-            ga = Matmul.apply(gz, _MT.apply(b))
+            ga = Matmul.apply(gz, _mt(b))
             ga = ga if alpha == 1 else ga * alpha
         if self.needs(2):
-            gb = Matmul.apply(_MT.apply(a), gz)
+            gb = Matmul.apply(_mt(a), gz)
             gb = gb if alpha == 1 else gb * alpha
         return gc, ga, gb
 
@@ -370,7 +352,7 @@ class Einsum(Op):
                 g = Einsum.apply(gz, *(inputs[j] for j in others), subs=(out,) + tuple(subs[j] for j in others), osub=kept)
             if kept != unique:  # labels summed within operand i alone: its gradient is constant along them
                 size = dict(zip(s, self.shapes[i]))
-                g = _Reshape.apply(g, tuple(size[c] if c in seen else 1 for c in unique))
+                g = View.apply(g, tuple(size[c] if c in seen else 1 for c in unique))
                 g = broadcast_to(g, tuple(size[c] for c in unique))
             if len(unique) != len(s):
                 g = _DiagEmbed.apply(g, s, unique, self.shapes[i])
@@ -491,7 +473,7 @@ def _parse(equation: str, operands: tuple) -> tuple:
         drop = [p for p, (c, n) in enumerate(zip(s, x.shape)) if n == 1 and size[c] != 1]
         if drop:
             subs[i] = "".join(c for p, c in enumerate(s) if p not in drop)
-            ops[i] = _Reshape.apply(x, tuple(n for p, n in enumerate(x.shape) if p not in drop))
+            ops[i] = View.apply(x, tuple(n for p, n in enumerate(x.shape) if p not in drop))
     return tuple(subs), out, ops
 
 
