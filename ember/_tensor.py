@@ -303,7 +303,7 @@ class RemovableHandle:
         try:
             self._hooks.remove(self._hook)
         except ValueError:
-            pass
+            pass  # already removed: removing twice is harmless, as in PyTorch
 
     def __enter__(self) -> "RemovableHandle":
         return self

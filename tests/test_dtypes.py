@@ -30,7 +30,7 @@ def _run(lib, fn):
     return str(r.dtype).split(".")[-1], np.asarray(r.tolist(), np.float64)
 
 
-def _same(e, t, values: bool = True) -> None:
+def _check_same(e, t, values: bool = True) -> None:
     if isinstance(t[0], type):
         assert isinstance(e[0], type) and issubclass(e[0], t[0]), (e[0], t[0])
         return
@@ -47,7 +47,7 @@ def test_tensor_tensor_promotion(op, a, b):
     f = OPS[op]
     for za, zb in [(False, False), (True, False), (False, True), (True, True)]:
         res = [_run(lib, lambda L: f(_make(L, a, za, 1), _make(L, b, zb, 0))) for lib in (ember, torch)]
-        _same(*res)
+        _check_same(*res)
 
 
 @requires_torch
@@ -56,7 +56,7 @@ def test_tensor_tensor_promotion(op, a, b):
 def test_function_form_promotion(op, a):
     for b in DTYPES:
         res = [_run(lib, lambda L: getattr(L, op)(_make(L, a, False, 1), _make(L, b, True, 0))) for lib in (ember, torch)]
-        _same(*res)
+        _check_same(*res)
 
 
 @requires_torch
@@ -72,7 +72,7 @@ def test_tensor_scalar_promotion(op, a, scalar):
                 return f(scalar, t) if reflected else f(t, scalar)
             # PyTorch wraps -3 to 253 before comparing with a uint8 tensor; ember compares the true values
             wraps = a == "uint8" and scalar == -3 and op in ("lt", "le", "gt", "ge")
-            _same(_run(ember, fn), _run(torch, fn), values=not wraps)
+            _check_same(_run(ember, fn), _run(torch, fn), values=not wraps)
 
 
 def test_uint8_arithmetic_wraps_and_comparison_is_exact():
@@ -110,7 +110,7 @@ def test_bitwise_ops(a, b, op):
         x = L.tensor([True, False, True, False] if a == "bool" else [5, 3, 0, 12], dtype=getattr(L, a))
         y = L.tensor([True, True, False, False] if b == "bool" else [6, 1, 7, 10], dtype=getattr(L, b))
         return eval(f"x {op} y")
-    _same(_run(ember, fn), _run(torch, fn))
+    _check_same(_run(ember, fn), _run(torch, fn))
 
 
 @requires_torch
@@ -123,7 +123,7 @@ def test_invert_and_scalar_bitwise(dtype):
                lambda L: L.logical_not(L.tensor([1, 0, 5], dtype=getattr(L, dtype))),
                lambda L: L.logical_and(L.tensor([1, 0, 5], dtype=getattr(L, dtype)), L.tensor([1, 1, 0])),
                lambda L: L.logical_xor(L.tensor([1, 0, 5], dtype=getattr(L, dtype)), L.tensor([1.0, 1.0, 0.0]))):
-        _same(_run(ember, fn), _run(torch, fn))
+        _check_same(_run(ember, fn), _run(torch, fn))
 
 
 @pytest.mark.parametrize("expr", ["~x", "x & m", "m | x", "x ^ 1", "x & 1.5"])
