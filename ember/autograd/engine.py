@@ -174,7 +174,7 @@ def _run(roots: list, root_grads: list, retain_graph: bool, create_graph: bool, 
                             r = h(grads, g if isinstance(g, list) else [g])
                             if r is not None:
                                 grads = tuple(r)
-            if not retain_graph:  # free what the node saved (Node._free, inlined)
+            if not retain_graph:  # free what the node saved (inline: this loop is the hot path)
                 if node.inputs is not None:
                     node.inputs = FREED
                 if node.out is not None:

@@ -92,18 +92,11 @@ class Node:
 
     def _modified(self, t, saved: int, now: int):
         shape = list(t.shape)
-        dtype = t.dtype if isinstance(t, Tensor) else t.dtype
+        dtype = t.dtype
         raise RuntimeError(
             f"one of the variables needed for gradient computation has been modified by an inplace operation: "
             f"[{dtype}{shape}] (an input or output of {self.name()}) is at version {now}; expected version {saved} "
             f"instead. Hint: replace the in-place operation (e.g. x += y, x.add_(y), x[i] = v) by its out-of-place form.")
-
-    def _free(self) -> None:
-        if self.inputs is not None:
-            self.inputs = FREED
-        if self.out is not None:
-            self.out = None
-            self.inputs = FREED
 
 
 class AccumulateGrad:
