@@ -1,0 +1,4 @@
+"""`ember.nn`: modules, parameters, functional ops, initialisation and utilities (PyTorch's `torch.nn`)."""
+from .parameter import Parameter
+from .modules import *  # noqa: F401,F403
+from . import functional, init, utils  # noqa: F401

@@ -1,0 +1,10 @@
+"""`ember.nn.functional`: the differentiable functions behind the layers (PyTorch's `torch.nn.functional`).
+
+The ops themselves live in `ember/ops/nn_*.py`, beside the rest of the op library.
+"""
+from ..ops.nn_activation import *  # noqa: F401,F403
+from ..ops.nn_conv import *  # noqa: F401,F403
+from ..ops.nn_loss import *  # noqa: F401,F403
+from ..ops.nn_misc import *  # noqa: F401,F403
+from ..ops.nn_norm import *  # noqa: F401,F403
+from ..ops.nn_pool import *  # noqa: F401,F403

@@ -1,0 +1,2 @@
+"""nn ops: activation (see ember.nn.functional)."""
+__all__: list[str] = []

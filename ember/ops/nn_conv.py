@@ -1,0 +1,2 @@
+"""nn ops: conv (see ember.nn.functional)."""
+__all__: list[str] = []

@@ -1,0 +1,2 @@
+"""nn ops: norm (see ember.nn.functional)."""
+__all__: list[str] = []

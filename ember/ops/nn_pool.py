@@ -1,0 +1,2 @@
+"""nn ops: pool (see ember.nn.functional)."""
+__all__: list[str] = []
