@@ -1,0 +1,102 @@
+"""Adam and AdamW (Adam with decoupled weight decay)."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+from .._tensor import bump_version, make
+from .optimizer import Optimizer, _check_betas, _check_nonneg, _ema_sq_, _grad, _lerp_, _scalar, _tick
+
+__all__ = ["Adam", "AdamW"]
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba) with PyTorch's update rule, at step t:
+
+    g ← ±grad + weight_decay·p (L2; or p ← p·(1 - lr·weight_decay) when decoupled_weight_decay)
+    (+ l1_weight_decay·sign(p));
+    m ← β₁·m + (1-β₁)·g;  v ← β₂·v + (1-β₂)·g²;  (amsgrad: v̂ ← max(v̂, v), used for v)
+    p ← p - lr/(1-β₁ᵗ) · m / (√v / √(1-β₂ᵗ) + eps).
+
+    State per parameter: 'step' (a 0-d float32 tensor, as PyTorch), 'exp_avg', 'exp_avg_sq'
+    and, with amsgrad, 'max_exp_avg_sq'.
+
+    `l1_weight_decay` is ember's extension (not in PyTorch): L1 regularisation, adding
+    l1_weight_decay·sign(p) to the gradient (also with decoupled weight decay).
+    `foreach`, `fused` and `capturable` are accepted for compatibility and ignored.
+    """
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *, foreach: bool | None = None,
+                 maximize: bool = False, capturable: bool = False, differentiable: bool = False,
+                 fused: bool | None = None, decoupled_weight_decay: bool = False,
+                 l1_weight_decay: float = 0.0) -> None:
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
+                        foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay, l1_weight_decay=l1_weight_decay)
+        super().__init__(params, defaults)
+
+    def _validate(self, o: dict[str, Any]) -> None:
+        super()._validate(o)
+        name = type(self).__name__
+        _check_nonneg(name, o, "lr", "eps")
+        _check_betas(name, o["betas"])
+        _check_nonneg(name, o, "weight_decay", "l1_weight_decay")
+
+    def _step_group(self, group: dict[str, Any]) -> None:
+        lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], group["eps"]
+        wd, l1, amsgrad, maximize = group["weight_decay"], group["l1_weight_decay"], group["amsgrad"], group["maximize"]
+        decoupled = group["decoupled_weight_decay"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            a = p.data
+            state = self.state[p]
+            if not state:
+                state["step"] = _scalar(0.0)
+                state["exp_avg"] = make(np.zeros_like(a))
+                state["exp_avg_sq"] = make(np.zeros_like(a))
+                if amsgrad:
+                    state["max_exp_avg_sq"] = make(np.zeros_like(a))
+            G, T = self._scratch(a)
+            step = _tick(state)
+            if wd and decoupled:
+                a *= 1 - lr * wd
+            d = _grad(p.grad.data, a, maximize, 0 if decoupled else wd, l1, G, T)
+            m, v = state["exp_avg"].data, state["exp_avg_sq"].data
+            _lerp_(m, d, 1 - beta1, T)
+            _ema_sq_(v, d, beta2, T)
+            if amsgrad:
+                vmax = state["max_exp_avg_sq"].data
+                np.maximum(vmax, v, out=vmax)
+                v = vmax
+            # denominator √v/√(1-β₂ᵗ) + eps, then p += (-lr/(1-β₁ᵗ)) · m / denominator
+            np.sqrt(v, out=T)
+            T /= (1 - beta2 ** step) ** 0.5
+            T += eps
+            np.divide(m, T, out=T)
+            T *= -(lr / (1 - beta1 ** step))
+            a += T
+            bump_version(p)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter): p ← p·(1 - lr·weight_decay) before the
+    Adam update, instead of adding weight_decay·p to the gradient. Default weight_decay = 1e-2.
+
+    `l1_weight_decay` (ember's extension) still adds l1_weight_decay·sign(p) to the gradient.
+    """
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False, differentiable: bool = False,
+                 fused: bool | None = None, l1_weight_decay: float = 0.0) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True, l1_weight_decay=l1_weight_decay)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        for g in self.param_groups:  # AdamW is always decoupled, whatever the saved dict says
+            g["decoupled_weight_decay"] = True

@@ -1,0 +1,57 @@
+"""Adamax: Adam with the infinity norm (Kingma & Ba)."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+from .._tensor import bump_version, make
+from .optimizer import Optimizer, _check_betas, _check_nonneg, _grad, _lerp_, _scalar, _tick
+
+__all__ = ["Adamax"]
+
+
+class Adamax(Optimizer):
+    """Adamax with PyTorch's update rule, at step t:
+
+    g ← ±grad + weight_decay·p;  m ← β₁·m + (1-β₁)·g;  u ← max(β₂·u, |g| + eps);
+    p ← p - lr/(1-β₁ᵗ) · m / u.   State: 'step', 'exp_avg' (m), 'exp_inf' (u).
+    """
+
+    def __init__(self, params: Iterable, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, foreach: bool | None = None, *, maximize: bool = False,
+                 differentiable: bool = False, capturable: bool = False) -> None:
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach, maximize=maximize,
+                        differentiable=differentiable, capturable=capturable)
+        super().__init__(params, defaults)
+
+    def _validate(self, o: dict[str, Any]) -> None:
+        super()._validate(o)
+        _check_nonneg("Adamax", o, "lr", "eps")
+        _check_betas("Adamax", o["betas"])
+        _check_nonneg("Adamax", o, "weight_decay")
+
+    def _step_group(self, group: dict[str, Any]) -> None:
+        lr, (beta1, beta2), eps, wd, maximize = float(group["lr"]), group["betas"], group["eps"], group["weight_decay"], group["maximize"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            a = p.data
+            state = self.state[p]
+            if not state:
+                state["step"] = _scalar(0.0)
+                state["exp_avg"] = make(np.zeros_like(a))
+                state["exp_inf"] = make(np.zeros_like(a))
+            G, T = self._scratch(a)
+            step = _tick(state)
+            d = _grad(p.grad.data, a, maximize, wd, 0.0, G, T)
+            m, u = state["exp_avg"].data, state["exp_inf"].data
+            _lerp_(m, d, 1 - beta1, T)
+            u *= beta2
+            np.abs(d, out=T)
+            T += eps
+            np.maximum(u, T, out=u)
+            np.divide(m, u, out=T)
+            T *= -(lr / (1 - beta1 ** step))
+            a += T
+            bump_version(p)

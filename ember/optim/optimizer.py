@@ -1,0 +1,340 @@
+"""`Optimizer`: the base class of ember's optimizers (PyTorch's `torch.optim.Optimizer`).
+
+An optimizer holds `param_groups` (a list of dicts: `params` plus that group's options) and
+`state` (a dict per parameter: its buffers and step counter). `step()` updates each
+parameter's array in place from its `.grad`; parameters whose grad is None are skipped.
+
+Speed: updates run on the raw NumPy arrays with `out=` arguments, into state buffers that are
+allocated once, and into a small scratch pool shared by all parameters (sized by the largest
+parameter), so a step after the first allocates nothing proportional to the model and records
+no graph.
+"""
+from __future__ import annotations
+
+import copy
+import numbers
+import warnings
+from collections import defaultdict
+from itertools import chain
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from .. import _dtype as dt
+from .._tensor import Tensor, make
+from ..autograd.grad_mode import enable_grad
+from ..backend import array_module
+
+__all__ = ["Optimizer", "required"]
+
+
+class _Required:
+    """Marks an option that has no default: every param group must give it."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _Required()
+
+
+class Optimizer:
+    """Base class of all optimizers.
+
+    `params` is an iterable of Tensors, of `(name, Tensor)` pairs, or of dicts (param groups:
+    `{"params": [...], "lr": ..., ...}`, whose options override `defaults`). Subclasses
+    implement `_step_group(group)` (or override `step` entirely, as in PyTorch) and may
+    override `_validate(options)` to reject bad option values.
+    """
+
+    # how many scratch arrays shaped like a parameter one update needs (see `_scratch`)
+    _n_scratch = 2
+
+    def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
+        self._validate(defaults)
+        self.defaults = defaults
+        self.state: defaultdict = defaultdict(dict)
+        self.param_groups: list[dict[str, Any]] = []
+        self._pools: dict = {}  # (array type, dtype) -> flat scratch array
+        self._views: dict = {}  # (array type, dtype, shape) -> tuple of scratch views
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            f"but got {_typename(params)}")
+        groups = list(params)
+        if len(groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    # ------------------------------------------------------------------ groups
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own options (missing options take `defaults`)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        if "params" not in param_group:
+            raise ValueError("param_group must have a 'params' entry (a Tensor or a list of Tensors)")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering of "
+                            "tensors in sets will change between runs. Please use a list instead.")
+        params = list(params)
+        names = [p[0] for p in params if isinstance(p, tuple)]
+        if names:  # named parameters: [(name, tensor), ...]
+            if len(names) != len(params):
+                raise ValueError("all optimizer params should be with/without names. Some param names are missing")
+            params = [p[1] for p in params]
+            param_group["param_names"] = names
+        param_group["params"] = params
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {_typename(p)}")
+            if not (p.is_leaf or p.retains_grad):
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
+            param_group.setdefault(name, default)
+        self._validate(param_group)
+        if len(params) != len(set(params)):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
+                          "cause an error; see github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+        seen: set = set()
+        for g in self.param_groups:
+            seen.update(g["params"])
+            if ("param_names" in g) != ("param_names" in param_group):
+                kind = "with names" if "param_names" in param_group else "without names"
+                raise ValueError(f"all optimizer param groups should be with/without names. cannot add param group "
+                                 f"{kind} to the optimizer")
+        if not seen.isdisjoint(params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    def _validate(self, options: dict[str, Any]) -> None:
+        """Raise ValueError for an option value the algorithm cannot use (overridden per optimizer)."""
+        if options.get("differentiable"):
+            raise NotImplementedError(f"{type(self).__name__}: differentiable=True is not supported: ember's "
+                                      "optimizers update raw arrays and record no graph")
+
+    # ------------------------------------------------------------------ step
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of all parameters: to None (default), or to zeros in place."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    if g.grad_fn is not None:
+                        g.detach_()
+                    else:
+                        g.requires_grad_(False)
+                    g.zero_()
+
+    def step(self, closure: Callable[[], Any] | None = None):
+        """One update of every parameter that has a gradient. `closure` (re-evaluates the model and
+        returns the loss) runs first, with grad mode on; its loss is returned."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            self._step_group(group)
+        self._opt_called = True  # lets an LR scheduler warn when it is stepped before the optimizer
+        return loss
+
+    def _step_group(self, group: dict[str, Any]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement step() or _step_group(group)")
+
+    def _scratch(self, a) -> tuple:
+        """`_n_scratch` temporary arrays shaped like `a`: views of one flat pool per dtype, sized by
+        the largest parameter, so that updates write their temporaries without allocating."""
+        key = (type(a), a.dtype, a.shape)
+        views = self._views.get(key)
+        if views is None:
+            n, k = a.size, self._n_scratch
+            pool = self._pools.get(key[:2])
+            if pool is None or pool.size < k * n:
+                largest = max((p.data.size for g in self.param_groups for p in g["params"]
+                               if type(p.data) is type(a) and p.data.dtype == a.dtype), default=n)
+                pool = np.empty_like(a, shape=(k * max(n, largest),))
+                self._pools[key[:2]] = pool
+                self._views = {}  # views of the old pool would keep it alive
+            views = tuple(pool[i * n:(i + 1) * n].reshape(a.shape) for i in range(k))
+            self._views[key] = views
+        return views
+
+    # ------------------------------------------------------------------ state dict
+    def state_dict(self) -> dict[str, Any]:
+        """`{'state': {index: {...}}, 'param_groups': [{..., 'params': [indices]}]}` as in PyTorch:
+        parameters are numbered in group order; state tensors are the live buffers (not copies)."""
+        index: dict[int, int] = {}
+        groups = []
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+            packed["params"] = [index[id(p)] for p in g["params"]]
+            groups.append(packed)
+        state = {index[id(k)] if isinstance(k, Tensor) else k: dict(v) for k, v in self.state.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore options and state saved by `state_dict()` (of an optimizer over parameters of the
+        same shapes, in the same order). State buffers are copied, cast to their parameter's dtype."""
+        for key in ("state", "param_groups"):
+            if key not in state_dict:
+                raise ValueError(f"{type(self).__name__}.load_state_dict: not an optimizer state dict "
+                                 f"(missing key {key!r})")
+        groups = self.param_groups
+        saved_groups = copy.deepcopy(state_dict["param_groups"])
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                             "optimizer's group")
+        id_map = dict(zip(chain.from_iterable(s["params"] for s in saved_groups),
+                          chain.from_iterable(g["params"] for g in groups)))
+        state: defaultdict = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            p = id_map.get(k)
+            if p is None:  # state of no parameter of this optimizer: kept as it is, as PyTorch does
+                state[k] = v
+            else:
+                state[p] = {key: _load_value(p, k, key, val) for key, val in v.items()}
+        for g, s in zip(groups, saved_groups):
+            s["params"] = g["params"]
+            if "param_names" in g and "param_names" not in s:
+                s["param_names"] = g["param_names"]
+            for name, default in self.defaults.items():  # options newer than the saved dict
+                s.setdefault(name, default)
+        self.state = state
+        self.param_groups = saved_groups
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._pools, self._views = {}, {}
+
+    def __repr__(self) -> str:
+        s = type(self).__name__ + " ("
+        for i, g in enumerate(self.param_groups):
+            s += f"\nParameter Group {i}\n"
+            for k in sorted(g):
+                if k != "params":
+                    s += f"    {k}: {g[k]}\n"
+        return s + ")"
+
+
+# ---------------------------------------------------------------------- helpers for the algorithms
+def _typename(x) -> str:
+    return f"ember.{type(x).__name__}" if isinstance(x, Tensor) else type(x).__name__
+
+
+def _load_value(p: Tensor, index, key, value):
+    """A copy of one loaded state entry: buffers shaped like `p` get p's dtype and device;
+    scalars (step counters) keep their dtype; a plain-number step becomes a 0-d tensor."""
+    if isinstance(value, np.ndarray):
+        value = make(value)
+    if isinstance(value, Tensor):
+        arr = value.data
+        if arr.ndim == 0:
+            return make(arr.copy())
+        if arr.shape != p.data.shape:
+            raise ValueError(f"loaded state {key!r} of parameter {index} has shape {tuple(arr.shape)}, but the "
+                             f"parameter has shape {tuple(p.data.shape)}")
+        xp = array_module(p.data)
+        return make(xp.array(arr, dtype=p.data.dtype if p.data.dtype.kind == "f" else arr.dtype, copy=True))
+    if key == "step" and isinstance(value, numbers.Real):
+        return _scalar(float(value))
+    return copy.deepcopy(value)
+
+
+def _scalar(v: float) -> Tensor:
+    """A 0-d tensor for counters such as 'step', float32 unless the default dtype is float64 (as PyTorch)."""
+    return make(np.array(v, np.float64 if dt.NP_DEFAULT_FLOAT == np.float64 else np.float32))
+
+
+def _tick(state: dict) -> float:
+    """Increment the 0-d 'step' tensor in place and return the new count."""
+    s = state["step"].data
+    n = s.item() + 1
+    s[()] = n  # ~10x cheaper than `s += 1` on a 0-d array
+    return n
+
+
+def _grad(g, a, maximize: bool, weight_decay: float, l1: float, out, tmp):
+    """The gradient an update uses: (-grad if maximize else grad) + weight_decay·p + l1·sign(p).
+
+    Returns `g` itself when nothing is added; otherwise writes into `out` (`tmp` is clobbered).
+    """
+    if not (maximize or weight_decay or l1):
+        return g
+    if weight_decay:
+        np.multiply(a, weight_decay, out=out)
+        (np.subtract if maximize else np.add)(out, g, out=out)
+    elif maximize:
+        np.negative(g, out=out)
+    else:
+        np.copyto(out, g)
+    if l1:
+        np.sign(a, out=tmp)
+        tmp *= l1
+        out += tmp
+    return out
+
+
+def _lerp_(a, b, w: float, tmp) -> None:
+    """a += w·(b - a) in place, rounded as PyTorch's `lerp_` (its form depends on |w| < 0.5)."""
+    np.subtract(b, a, out=tmp)
+    if abs(w) < 0.5:
+        tmp *= w
+        a += tmp
+    else:
+        tmp *= 1 - w
+        np.subtract(b, tmp, out=a)
+
+
+def _ema_sq_(v, d, beta: float, tmp) -> None:
+    """v = beta·v + (1 - beta)·d², in place."""
+    v *= beta
+    np.multiply(d, 1 - beta, out=tmp)
+    tmp *= d
+    v += tmp
+
+
+def _check_number(opt: str, name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        if isinstance(value, Tensor) and value.numel() == 1:
+            return
+        raise TypeError(f"{opt}: {name} must be a number, got {type(value).__name__} ({value!r})")
+
+
+_LABELS = {"lr": "learning rate", "eps": "epsilon value"}
+
+
+def _check_nonneg(opt: str, options: dict[str, Any], *names: str) -> None:
+    """PyTorch's 'Invalid ... value' ValueError for each option below zero (NaN included)."""
+    for name in names:
+        if name in options and options[name] is not required:
+            v = options[name]
+            _check_number(opt, name, v)
+            if not 0.0 <= v:
+                raise ValueError(f"Invalid {_LABELS.get(name, name + ' value')}: {v}")
+
+
+def _check_betas(opt: str, betas) -> None:
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ValueError(f"{opt}: betas must be a pair (beta1, beta2), got {betas!r}")
+    for i, b in enumerate(betas):
+        _check_number(opt, f"betas[{i}]", b)
+        if not 0.0 <= b < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {i}: {b}")

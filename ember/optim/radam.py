@@ -1,0 +1,72 @@
+"""RAdam: Adam with a rectified adaptive learning rate (Liu et al.)."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+from .._tensor import bump_version, make
+from .optimizer import Optimizer, _check_betas, _check_nonneg, _ema_sq_, _grad, _lerp_, _scalar, _tick
+
+__all__ = ["RAdam"]
+
+
+class RAdam(Optimizer):
+    """RAdam with PyTorch's update rule, at step t:
+
+    g ← ±grad + weight_decay·p (or p ← p·(1 - lr·weight_decay) when decoupled_weight_decay);
+    m ← β₁·m + (1-β₁)·g;  v ← β₂·v + (1-β₂)·g²;  m̂ = m/(1-β₁ᵗ);
+    ρ∞ = 2/(1-β₂) - 1;  ρₜ = ρ∞ - 2t·β₂ᵗ/(1-β₂ᵗ);
+    ρₜ > 5: p ← p - lr·m̂·√(1-β₂ᵗ)/(√v + eps)·r, r = √((ρₜ-4)(ρₜ-2)ρ∞ / ((ρ∞-4)(ρ∞-2)ρₜ));
+    otherwise p ← p - lr·m̂.
+    """
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, decoupled_weight_decay: bool = False, *,
+                 foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False) -> None:
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize, foreach=foreach,
+                        capturable=capturable, decoupled_weight_decay=decoupled_weight_decay,
+                        differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def _validate(self, o: dict[str, Any]) -> None:
+        super()._validate(o)
+        _check_nonneg("RAdam", o, "lr", "eps")
+        _check_betas("RAdam", o["betas"])
+        _check_nonneg("RAdam", o, "weight_decay")
+
+    def _step_group(self, group: dict[str, Any]) -> None:
+        lr, (beta1, beta2), eps, wd = float(group["lr"]), group["betas"], group["eps"], group["weight_decay"]
+        decoupled, maximize = group["decoupled_weight_decay"], group["maximize"]
+        rho_inf = 2 / (1 - beta2) - 1
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            a = p.data
+            state = self.state[p]
+            if not state:
+                state["step"] = _scalar(0.0)
+                state["exp_avg"] = make(np.zeros_like(a))
+                state["exp_avg_sq"] = make(np.zeros_like(a))
+            G, T = self._scratch(a)
+            step = _tick(state)
+            if wd and decoupled:
+                a *= 1 - lr * wd
+            d = _grad(p.grad.data, a, maximize, 0 if decoupled else wd, 0.0, G, T)
+            m, v = state["exp_avg"].data, state["exp_avg_sq"].data
+            _lerp_(m, d, 1 - beta1, T)
+            _ema_sq_(v, d, beta2, T)
+            bc2 = 1 - beta2 ** step
+            rho_t = rho_inf - 2 * step * (beta2 ** step) / bc2
+            np.divide(m, 1 - beta1 ** step, out=G)
+            G *= lr
+            if rho_t > 5.0:
+                rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
+                np.sqrt(v, out=T)
+                T += eps
+                np.divide(bc2 ** 0.5, T, out=T)
+                G *= T
+                G *= rect
+            a -= G
+            bump_version(p)

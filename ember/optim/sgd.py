@@ -1,0 +1,73 @@
+"""Stochastic gradient descent, optionally with (Nesterov) momentum."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+from .._tensor import bump_version, make
+from .optimizer import Optimizer, _check_nonneg, _grad
+
+__all__ = ["SGD"]
+
+
+class SGD(Optimizer):
+    """SGD with PyTorch's update rule.
+
+    g ← ±grad + weight_decay·p (+ l1_weight_decay·sign(p));
+    with momentum μ: b ← g on the first step, else b ← μ·b + (1 - dampening)·g, and
+    g ← g + μ·b (nesterov) or g ← b;  then p ← p - lr·g.
+
+    `l1_weight_decay` is ember's extension (not in PyTorch): L1 regularisation, adding
+    l1_weight_decay·sign(p) to the gradient (the subgradient of l1_weight_decay·‖p‖₁).
+    `foreach` and `fused` are accepted for compatibility and ignored (ember has one in-place
+    implementation).
+    """
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
+                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, differentiable: bool = False, fused: bool | None = None,
+                 l1_weight_decay: float = 0.0) -> None:
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                        nesterov=nesterov, maximize=maximize, foreach=foreach, differentiable=differentiable,
+                        fused=fused, l1_weight_decay=l1_weight_decay)
+        super().__init__(params, defaults)
+
+    def _validate(self, o: dict[str, Any]) -> None:
+        super()._validate(o)
+        _check_nonneg("SGD", o, "lr", "momentum", "weight_decay", "l1_weight_decay")
+        if o.get("nesterov") and (o.get("momentum", 0) <= 0 or o.get("dampening", 0) != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+
+    def _step_group(self, group: dict[str, Any]) -> None:
+        lr, momentum, dampening = float(group["lr"]), group["momentum"], group["dampening"]
+        wd, l1, nesterov, maximize = group["weight_decay"], group["l1_weight_decay"], group["nesterov"], group["maximize"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            a = p.data
+            G, T = self._scratch(a)
+            d = _grad(p.grad.data, a, maximize, wd, l1, G, T)
+            if momentum != 0:
+                state = self.state[p]
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    state["momentum_buffer"] = buf = make(d.copy())
+                    b = buf.data
+                else:
+                    b = buf.data
+                    b *= momentum
+                    if dampening != 0:
+                        np.multiply(d, 1 - dampening, out=T)
+                        b += T
+                    else:
+                        b += d
+                if nesterov:
+                    np.multiply(b, momentum, out=T)
+                    np.add(d, T, out=T)
+                    d = T
+                else:
+                    d = b
+            np.multiply(d, -lr, out=T)
+            a += T
+            bump_version(p)
