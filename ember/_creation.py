@@ -147,6 +147,12 @@ def full_like(input: Tensor, fill_value, dtype=None, device=None, requires_grad:
 
 
 # ---------------------------------------------------------------------- random
+# get_state's layout (64 bytes, little-endian): 8 magic bytes naming ember/PCG64/layout 1, the
+# 128-bit state, the 128-bit increment, has_uint32 and uinteger (4 bytes each), the seed (16, signed).
+_RNG_MAGIC = b"EMBRPCG1"
+_RNG_STATE_SIZE = 64
+
+
 class Generator:
     """A seeded source of random numbers (wraps NumPy's PCG64), as `torch.Generator`."""
 
@@ -168,11 +174,45 @@ class Generator:
     def initial_seed(self) -> int:
         return self._seed
 
-    def get_state(self) -> dict:
-        return self.np.bit_generator.state
+    def get_state(self) -> Tensor:
+        """The generator's whole state as a uint8 Tensor (PyTorch's ByteTensor), for `set_state`:
+        PCG64's 128-bit state and increment, its buffered 32-bit draw and the initial seed."""
+        s = self.np.bit_generator.state
+        if s["bit_generator"] != "PCG64":
+            raise RuntimeError(f"get_state(): the generator runs {s['bit_generator']}, ember's states encode PCG64")
+        seed = self._seed if -(1 << 127) <= self._seed < (1 << 127) else self._seed & ((1 << 64) - 1)
+        raw = (_RNG_MAGIC + s["state"]["state"].to_bytes(16, "little") + s["state"]["inc"].to_bytes(16, "little")
+               + int(s["has_uint32"]).to_bytes(4, "little") + int(s["uinteger"]).to_bytes(4, "little")
+               + seed.to_bytes(16, "little", signed=True))
+        return make(np.frombuffer(raw, np.uint8).copy())
 
-    def set_state(self, state: dict) -> "Generator":
-        self.np.bit_generator.state = state
+    def set_state(self, new_state: Tensor) -> "Generator":
+        """Restore a state from `get_state()` (a NumPy `bit_generator.state` dict is accepted too)."""
+        if isinstance(new_state, dict):
+            try:
+                self.np.bit_generator.state = new_state
+            except (TypeError, ValueError, KeyError) as e:
+                raise ValueError(f"set_state(): invalid NumPy bit-generator state dict ({e})") from None
+            return self
+        if not isinstance(new_state, Tensor):
+            raise TypeError(f"set_state(): expected an ember.ByteTensor (the uint8 Tensor from get_rng_state()), "
+                            f"but got {type(new_state).__name__}")
+        if new_state.dtype is not dt.uint8:
+            raise TypeError(f"set_state(): RNG state must be an ember.ByteTensor (uint8), got {new_state.dtype}")
+        raw = new_state.numpy(force=True).tobytes()
+        if len(raw) != _RNG_STATE_SIZE:
+            raise RuntimeError(f"set_state(): expected an RNG state of {_RNG_STATE_SIZE} bytes "
+                               f"(from get_rng_state()), but got {len(raw)}")
+        inc = int.from_bytes(raw[24:40], "little")
+        has_uint32 = int.from_bytes(raw[40:44], "little")
+        if raw[:8] != _RNG_MAGIC or not inc & 1 or has_uint32 > 1:
+            raise RuntimeError("set_state(): this uint8 tensor is not an ember RNG state "
+                               "(use one returned by get_rng_state() or Generator.get_state())")
+        self.np.bit_generator.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": int.from_bytes(raw[8:24], "little"), "inc": inc},
+            "has_uint32": has_uint32, "uinteger": int.from_bytes(raw[44:48], "little")}
+        self._seed = int.from_bytes(raw[48:64], "little", signed=True)
         return self
 
 
@@ -192,12 +232,14 @@ def initial_seed() -> int:
     return default_generator.initial_seed()
 
 
-def get_rng_state() -> dict:
+def get_rng_state() -> Tensor:
+    """The default generator's state as a uint8 Tensor; `set_rng_state` restores it."""
     return default_generator.get_state()
 
 
-def set_rng_state(state: dict) -> None:
-    default_generator.set_state(state)
+def set_rng_state(new_state: Tensor) -> None:
+    """Restore the default generator to a state from `get_rng_state()`: the draws that follow repeat."""
+    default_generator.set_state(new_state)
 
 
 def _gen(generator) -> np.random.Generator:
