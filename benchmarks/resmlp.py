@@ -1,0 +1,291 @@
+"""ResMLP training step: ember against a hand-written NumPy step and PyTorch CPU.
+
+The model (MNIST-sized, float32, batch 128): Linear(784,100); three residual blocks
+h ← relu(h + LN(Linear(50,100)(Dropout(0.1)(relu(LN(Linear(100,50)(h))))))); Linear(100,10);
+cross-entropy; Adam(lr=1e-3). The NumPy step is the same computation with its forward and
+backward written out by hand and an in-place Adam: the practical limit for a NumPy framework.
+
+Run from the repository root:  python -m benchmarks.resmlp [--threads 2] [--repeats 15] [--no-torch]
+
+Frameworks are interleaved repeat by repeat (rotating order), gc off while timing; each
+sample times `--steps` consecutive steps. It prints samples/s (median, min–max) and the
+ember/NumPy and ember/PyTorch throughput ratios (median of the per-repeat ratios).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _set_threads(argv: list[str]) -> None:
+    """BLAS pools read their size at import: set it from --threads before NumPy is imported."""
+    n = "2"
+    if "--threads" in argv:
+        n = argv[argv.index("--threads") + 1]
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, n)
+
+
+if __name__ == "__main__":
+    _set_threads(sys.argv)
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import argparse  # noqa: E402
+import gc  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import ember  # noqa: E402
+import ember.nn as enn  # noqa: E402
+
+BATCH, D_IN, D_HID, D_BOT, N_CLASSES, N_BLOCKS = 128, 784, 100, 50, 10, 3
+P_DROP, LR, EPS_LN = 0.1, 1e-3, 1e-5
+
+
+# ---------------------------------------------------------------------- ember
+def ember_model(p_drop: float = P_DROP) -> enn.Module:
+    """The ResMLP as an ember nn.Sequential (PyTorch's parameter names: '1.0.fn.0.weight', ...)."""
+    def block():
+        return enn.Sequential(
+            enn.Residual(enn.Sequential(enn.Linear(D_HID, D_BOT), enn.LayerNorm(D_BOT), enn.ReLU(),
+                                        enn.Dropout(p_drop), enn.Linear(D_BOT, D_HID), enn.LayerNorm(D_HID))),
+            enn.ReLU())
+    return enn.Sequential(enn.Linear(D_IN, D_HID), *[block() for _ in range(N_BLOCKS)], enn.Linear(D_HID, N_CLASSES))
+
+
+def ember_step_fn(model: enn.Module):
+    import ember.nn.functional as F
+    opt = ember.optim.Adam(model.parameters(), lr=LR)
+
+    def step(x: ember.Tensor, y: ember.Tensor) -> float:
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+# ---------------------------------------------------------------------- hand-written NumPy
+class NumpyResMLP:
+    """The same step written out in NumPy: explicit forward, backward and in-place Adam.
+
+    Parameters are a flat list in the order of ember's `model.parameters()`, so the two can
+    start from identical weights (`from_ember`) and be compared gradient by gradient."""
+
+    def __init__(self, params: list[np.ndarray], p_drop: float = P_DROP, seed: int = 0) -> None:
+        self.p = [np.array(a, dtype=np.float32) for a in params]
+        self.m = [np.zeros_like(a) for a in self.p]
+        self.v = [np.zeros_like(a) for a in self.p]
+        self.g = [np.zeros_like(a) for a in self.p]
+        self.t = 0
+        self.p_drop = p_drop
+        self.rng = np.random.default_rng(seed)
+
+    @classmethod
+    def from_ember(cls, model: enn.Module, **kw) -> "NumpyResMLP":
+        return cls([p.detach().numpy() for p in model.parameters()], **kw)
+
+    @staticmethod
+    def _ln_fwd(a, gamma, beta):
+        mu = a.mean(1, keepdims=True)
+        xc = a - mu
+        var = (xc * xc).mean(1, keepdims=True)
+        rstd = 1.0 / np.sqrt(var + np.float32(EPS_LN))
+        xhat = xc * rstd
+        return xhat * gamma + beta, (xhat, rstd)
+
+    @staticmethod
+    def _ln_bwd(g, gamma, cache, g_gamma, g_beta):
+        xhat, rstd = cache
+        np.einsum("ij,ij->j", g, xhat, out=g_gamma)
+        g.sum(0, out=g_beta)
+        gx = g * gamma
+        return rstd * (gx - gx.mean(1, keepdims=True) - xhat * (gx * xhat).mean(1, keepdims=True))
+
+    def gradients(self, x: np.ndarray, y: np.ndarray, masks: list | None = None) -> float:
+        """Forward and backward; fills self.g; returns the loss. `masks` fixes the dropout masks."""
+        p, g = self.p, self.g
+        W0, b0 = p[0], p[1]
+        h = x @ W0.T
+        h += b0
+        caches = []
+        for k in range(N_BLOCKS):
+            W1, b1, g1, be1, W2, b2, g2, be2 = p[2 + 8 * k: 10 + 8 * k]
+            a = h @ W1.T
+            a += b1
+            n1, c1 = self._ln_fwd(a, g1, be1)
+            r = np.maximum(n1, 0)
+            if self.p_drop > 0:
+                mask = masks[k] if masks is not None else (self.rng.random(r.shape, np.float32) >= self.p_drop)
+                scale = np.float32(1.0 / (1.0 - self.p_drop))
+                d = r * mask * scale
+            else:
+                mask, scale, d = None, None, r
+            c = d @ W2.T
+            c += b2
+            n2, c2 = self._ln_fwd(c, g2, be2)
+            s = n2 + h
+            h_in = h
+            h = np.maximum(s, 0)
+            caches.append((h_in, r, mask, scale, d, c1, c2, h))
+        W3, b3 = p[-2], p[-1]
+        logits = h @ W3.T
+        logits += b3
+        # cross-entropy (mean) and its gradient: (softmax - onehot)/N
+        z = logits - logits.max(1, keepdims=True)
+        e = np.exp(z)
+        s_e = e.sum(1, keepdims=True)
+        n = len(y)
+        loss = float(np.log(s_e).mean() - z[np.arange(n), y].mean())
+        gl = e / s_e
+        gl[np.arange(n), y] -= 1
+        gl *= np.float32(1.0 / n)
+        np.matmul(gl.T, h, out=g[-2])
+        gl.sum(0, out=g[-1])
+        gh = gl @ W3
+        for k in reversed(range(N_BLOCKS)):
+            W1, b1, g1, be1, W2, b2, g2, be2 = p[2 + 8 * k: 10 + 8 * k]
+            h_in, r, mask, scale, d, c1, c2, h_out = caches[k]
+            gs = gh * (h_out > 0)
+            gc_ = self._ln_bwd(gs, g2, c2, g[8 + 8 * k], g[9 + 8 * k])
+            np.matmul(gc_.T, d, out=g[6 + 8 * k])
+            gc_.sum(0, out=g[7 + 8 * k])
+            gd = gc_ @ W2
+            gr = gd * mask * scale if mask is not None else gd
+            gn1 = gr * (r > 0)
+            ga = self._ln_bwd(gn1, g1, c1, g[4 + 8 * k], g[5 + 8 * k])
+            np.matmul(ga.T, h_in, out=g[2 + 8 * k])
+            ga.sum(0, out=g[3 + 8 * k])
+            gh = gs + ga @ W1
+        np.matmul(gh.T, x, out=g[0])
+        gh.sum(0, out=g[1])
+        return loss
+
+    def adam(self, lr: float = LR, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> None:
+        self.t += 1
+        c1 = 1 - b1 ** self.t
+        c2 = 1 - b2 ** self.t
+        step = np.float32(lr / c1)
+        for p, g, m, v in zip(self.p, self.g, self.m, self.v):
+            m *= b1
+            m += (1 - b1) * g
+            v *= b2
+            np.multiply(g, g, out=g)
+            g *= 1 - b2
+            v += g
+            np.divide(v, c2, out=g)  # g is free now: reuse it as scratch
+            np.sqrt(g, out=g)
+            g += eps
+            np.divide(m, g, out=g)
+            g *= step
+            p -= g
+
+    def step(self, x: np.ndarray, y: np.ndarray) -> float:
+        loss = self.gradients(x, y)
+        self.adam()
+        return loss
+
+
+# ---------------------------------------------------------------------- PyTorch
+def torch_step_fn(torch, ember_model_: enn.Module):
+    """The same model in PyTorch, starting from ember's weights."""
+    nn = torch.nn
+
+    class Residual(nn.Module):
+        def __init__(self, fn):
+            super().__init__()
+            self.fn = fn
+
+        def forward(self, x):
+            return self.fn(x) + x
+
+    def block():
+        return nn.Sequential(
+            Residual(nn.Sequential(nn.Linear(D_HID, D_BOT), nn.LayerNorm(D_BOT), nn.ReLU(), nn.Dropout(P_DROP),
+                                   nn.Linear(D_BOT, D_HID), nn.LayerNorm(D_HID))),
+            nn.ReLU())
+    model = nn.Sequential(nn.Linear(D_IN, D_HID), *[block() for _ in range(N_BLOCKS)], nn.Linear(D_HID, N_CLASSES))
+    model.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in ember_model_.state_dict().items()})
+    opt = torch.optim.Adam(model.parameters(), lr=LR)
+    loss_fn = nn.functional.cross_entropy
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+# ---------------------------------------------------------------------- harness
+def _time(fn, x, y, steps: int) -> float:
+    """Seconds per step over `steps` consecutive steps (gc off, as timeit)."""
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            fn(x, y)
+        return (time.perf_counter() - t0) / steps
+    finally:
+        gc.enable()
+
+
+def run(repeats: int = 15, steps: int = 20, use_torch: bool = True, threads: int = 2) -> dict:
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((BATCH, D_IN)).astype(np.float32)
+    y_np = rng.integers(0, N_CLASSES, BATCH)
+    ember.manual_seed(0)
+    model = ember_model()
+    cases = {"ember": (ember_step_fn(model), ember.from_numpy(x_np), ember.from_numpy(y_np)),
+             "numpy": (NumpyResMLP.from_ember(model).step, x_np, y_np)}
+    if use_torch:
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            torch.set_num_threads(threads)
+            cases["pytorch"] = (torch_step_fn(torch, model), torch.from_numpy(x_np), torch.from_numpy(y_np))
+    for fn, x, y in cases.values():  # warm-up: allocator, BLAS pools, optimizer state
+        _time(fn, x, y, 3)
+    names = list(cases)
+    samples: dict[str, list[float]] = {k: [] for k in names}
+    for r in range(repeats):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            fn, x, y = cases[k]
+            samples[k].append(_time(fn, x, y, steps))
+    result = {k: {"samples_per_s": BATCH / statistics.median(v), "min": BATCH / max(v), "max": BATCH / min(v)}
+              for k, v in samples.items()}
+    for other in names[1:]:
+        result[f"ember/{other}"] = statistics.median(o / e for e, o in zip(samples["ember"], samples[other]))
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--no-torch", action="store_true")
+    a = ap.parse_args(argv)
+    res = run(a.repeats, a.steps, not a.no_torch, a.threads)
+    print(f"ResMLP training step, batch {BATCH}, float32, {a.threads} BLAS thread(s), "
+          f"{a.repeats} repeats × {a.steps} steps")
+    print("| implementation | samples/s (median) | min–max |")
+    print("|---|---|---|")
+    for k in ("ember", "numpy", "pytorch"):
+        if k in res:
+            r = res[k]
+            print(f"| {k} | {r['samples_per_s']:,.0f} | {r['min']:,.0f}–{r['max']:,.0f} |")
+    for k in ("ember/numpy", "ember/pytorch"):
+        if k in res:
+            print(f"{k} throughput ratio: {res[k]:.3f}")
+
+
+if __name__ == "__main__":
+    main()
