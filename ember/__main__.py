@@ -1,8 +1,8 @@
 """`python -m ember train`: the main job — train a model, evaluate it, save it, reload it.
 
-Until `ember.nn`/`ember.optim` and the real datasets land, the job trains a two-layer
-network written directly with ember's tensor ops (manual SGD) on the two-spirals problem,
-generated deterministically from the seed, so it needs no download and no extra package.
+Until the real datasets land, the job trains an `nn.Sequential` MLP with `optim.SGD` on the
+two-spirals problem, generated deterministically from the seed (no download, no extra
+package), and checkpoints it with `ember.save` (safetensors, no pickle).
 """
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ import time
 import numpy as np
 
 import ember
+import ember.nn as nn
+import ember.nn.functional as F
 
 
 def spirals(n_per_class: int, seed: int, noise: float = 0.15) -> tuple[np.ndarray, np.ndarray]:
@@ -28,43 +30,15 @@ def spirals(n_per_class: int, seed: int, noise: float = 0.15) -> tuple[np.ndarra
     return x.astype(np.float32), y
 
 
-def init_params(hidden: int, seed: int) -> dict[str, ember.Tensor]:
-    """Kaiming-uniform weights as nn.Linear does, as leaves that require grad."""
-    ember.manual_seed(seed)
-    params = {}
-    for name, (fan_in, fan_out) in {"fc1": (2, hidden), "fc2": (hidden, hidden), "fc3": (hidden, 2)}.items():
-        bound = 1 / math.sqrt(fan_in)
-        params[name + ".weight"] = ((ember.rand(fan_out, fan_in) * 2 - 1) * bound).requires_grad_()
-        params[name + ".bias"] = ((ember.rand(fan_out) * 2 - 1) * bound).requires_grad_()
-    return params
+def make_model(hidden: int) -> nn.Module:
+    """The MLP 2 -> hidden -> hidden -> 2 with tanh activations (PyTorch's default init)."""
+    return nn.Sequential(nn.Linear(2, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 2))
 
 
-def forward(params: dict, x: ember.Tensor) -> ember.Tensor:
-    """Logits of the MLP 2 -> hidden -> hidden -> 2 with tanh activations."""
-    h = (x @ params["fc1.weight"].T + params["fc1.bias"]).tanh()
-    h = (h @ params["fc2.weight"].T + params["fc2.bias"]).tanh()
-    return h @ params["fc3.weight"].T + params["fc3.bias"]
-
-
-def cross_entropy(logits: ember.Tensor, target: ember.Tensor) -> ember.Tensor:
-    """Mean of -log softmax(logits)[target], via the stable logsumexp."""
-    picked = logits.gather(1, target.unsqueeze(1)).squeeze(1)
-    return (logits.logsumexp(dim=1) - picked).mean()
-
-
-def accuracy(params: dict, x: ember.Tensor, y: ember.Tensor) -> float:
+def accuracy(model: nn.Module, x: ember.Tensor, y: ember.Tensor) -> float:
+    model.eval()
     with ember.no_grad():
-        return (forward(params, x).argmax(dim=1) == y).float().mean().item()
-
-
-def save(params: dict, path: str) -> None:
-    """Weights as a plain .npz (no pickle)."""
-    np.savez(path, **{k: v.detach().numpy() for k, v in params.items()})
-
-
-def load(path: str) -> dict[str, ember.Tensor]:
-    with np.load(path, allow_pickle=False) as f:
-        return {k: ember.from_numpy(f[k]) for k in f.files}
+        return (model(x).argmax(dim=1) == y).float().mean().item()
 
 
 def train(args: argparse.Namespace) -> int:
@@ -74,36 +48,37 @@ def train(args: argparse.Namespace) -> int:
     test_idx, train_idx = perm[:n_test], perm[n_test:]
     x_tr, y_tr = ember.from_numpy(x_np[train_idx]), ember.from_numpy(y_np[train_idx])
     x_te, y_te = ember.from_numpy(x_np[test_idx]), ember.from_numpy(y_np[test_idx])
-    params = init_params(args.hidden, args.seed)
-    velocity = {k: ember.zeros_like(p) for k, p in params.items()}
+    ember.manual_seed(args.seed)
+    model = make_model(args.hidden)
+    opt = ember.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     rng = np.random.default_rng(args.seed + 2)
     print(f"ember {ember.__version__}: MLP 2-{args.hidden}-{args.hidden}-2 on two spirals "
           f"({len(train_idx)} train / {n_test} test), SGD lr={args.lr} momentum=0.9, batch {args.batch_size}")
     t0 = time.perf_counter()
     for epoch in range(1, args.epochs + 1):
+        model.train()
         order = rng.permutation(len(train_idx))
         total = 0.0
         for start in range(0, len(order), args.batch_size):
             idx = ember.from_numpy(order[start:start + args.batch_size])
-            loss = cross_entropy(forward(params, x_tr[idx]), y_tr[idx])
-            for p in params.values():
-                p.grad = None
+            loss = F.cross_entropy(model(x_tr[idx]), y_tr[idx])
+            opt.zero_grad()
             loss.backward()
-            with ember.no_grad():
-                for k, p in params.items():
-                    velocity[k].mul_(0.9).add_(p.grad)
-                    p.sub_(velocity[k] * args.lr)
+            opt.step()
             total += loss.item() * len(idx)
         if epoch == 1 or epoch % max(1, args.epochs // 10) == 0 or epoch == args.epochs:
-            print(f"epoch {epoch:4d}  loss {total / len(order):.4f}  train acc {accuracy(params, x_tr, y_tr):.3f}  "
-                  f"test acc {accuracy(params, x_te, y_te):.3f}")
-    test_acc = accuracy(params, x_te, y_te)
+            print(f"epoch {epoch:4d}  loss {total / len(order):.4f}  train acc {accuracy(model, x_tr, y_tr):.3f}  "
+                  f"test acc {accuracy(model, x_te, y_te):.3f}")
+    test_acc = accuracy(model, x_te, y_te)
     print(f"trained in {time.perf_counter() - t0:.1f} s; test accuracy {test_acc:.3f}")
-    path = args.out or os.path.join(tempfile.mkdtemp(prefix="ember-"), "spirals_mlp.npz")
-    save(params, path)
-    reloaded = load(path)
+    path = args.out or os.path.join(tempfile.mkdtemp(prefix="ember-"), "spirals_mlp.safetensors")
+    ember.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": args.epochs}, path)
+    ckpt = ember.load(path)
+    reloaded = make_model(args.hidden)
+    reloaded.load_state_dict(ckpt["model"])
+    reloaded.eval()
     with ember.no_grad():
-        same = ember.equal(forward(params, x_te), forward(reloaded, x_te))
+        same = ember.equal(model(x_te), reloaded(x_te))
     print(f"saved to {path}; reloaded model gives {'identical' if same else 'DIFFERENT'} outputs "
           f"(test accuracy {accuracy(reloaded, x_te, y_te):.3f})")
     if not same:
@@ -124,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--samples", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None, help="where to save the weights (.npz); default: a temporary folder")
+    p.add_argument("--out", default=None, help="where to save the checkpoint (.safetensors); default: a temporary folder")
     p.add_argument("--min-accuracy", type=float, default=0.9, help="exit non-zero below this test accuracy")
     args = parser.parse_args(argv)
     return train(args)
