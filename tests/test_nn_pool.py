@@ -228,3 +228,17 @@ def test_adaptive_bad_output_size():
         F.adaptive_max_pool2d(ember.zeros(1, 1, 4, 4), (1, 2, 3))
     with pytest.raises(RuntimeError, match=r"adaptive_avg_pool2d\(\).*non-zero spatial sizes.*\[1, 1, 0, 3\]"):
         F.adaptive_avg_pool2d(ember.zeros(1, 1, 0, 3), 2)
+
+
+@requires_torch
+def test_max_pool_backward_with_inf_gradient_matches_torch():
+    """An inf upstream gradient reaches only its window's argmax (no inf·0 = NaN elsewhere)."""
+    x = np.random.default_rng(0).standard_normal((1, 1, 4, 4))
+    for k, s in ((2, 2), (3, 1)):
+        g = np.ones((1, 1) + ((2, 2) if k == 2 else (2, 2)))
+        g[0, 0, 0, 0] = np.inf
+        ex = ember.tensor(x, requires_grad=True)
+        ember.nn.functional.max_pool2d(ex, k, s).backward(ember.tensor(g))
+        tx = torch.tensor(x, requires_grad=True)
+        torch.nn.functional.max_pool2d(tx, k, s).backward(torch.tensor(g))
+        np.testing.assert_array_equal(ex.grad.numpy(), tx.grad.numpy())

@@ -8,6 +8,8 @@ are summed; leaves accumulate into `.grad`.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from .._tensor import TENSOR_TYPES, Slot, Tensor, bump_version, make
@@ -328,7 +330,10 @@ class _Run:
                 t.grad = g
                 return
             a = g.data
-            if a.base is not None or id(a) in self.stolen or not a.flags.c_contiguous:
+            # a view may share memory with something the user can see; it cannot when its base
+            # is referenced by this view alone (e.g. a reshape of a fresh result): 2 = view + argument
+            if ((a.base is not None and _refcount(a.base) > 2) or id(a) in self.stolen
+                    or not a.flags.c_contiguous):
                 a = a.copy()
             self.stolen.add(id(a))
             t.grad = make(a)
@@ -339,6 +344,9 @@ class _Run:
             bump_version(old)
         else:
             t.grad = make(old.data + g.data)
+
+
+_refcount = sys.getrefcount
 
 
 def _call_hooks(hooks: list, g):

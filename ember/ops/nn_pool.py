@@ -130,13 +130,19 @@ class PoolScatter(Op):
         h, w = hw
         buf = np.zeros(g.shape[:2] + (h + pt + pb, w + pl + pr), g.dtype)
         disjoint = _disjoint(win)
+        # a product with the 0/1 mask is branch-free (np.where is ~5x slower), but inf·0 would put NaN
+        # in the other entries of an inf's window: non-finite gradients (rare; one sum detects them) take np.where
+        finite = np.isfinite(g.sum())
+        zero = g.dtype.type(0)
         for o, (_, _, rows, cols) in enumerate(win.offsets(g.shape[2:])):
-            # a product with the 0/1 mask is branch-free (np.where is ~5x slower); an inf in g would
-            # turn the other entries of its window into NaN, a case where training has failed anyway
-            if disjoint:
+            if finite and disjoint:
                 np.multiply(g, idx == o, out=buf[:, :, rows, cols])
+                continue
+            picked = g * (idx == o) if finite else np.where(idx == o, g, zero)
+            if disjoint:
+                buf[:, :, rows, cols] = picked
             else:
-                buf[:, :, rows, cols] += g * (idx == o)
+                buf[:, :, rows, cols] += picked
         if pt or pb or pl or pr:
             return np.ascontiguousarray(buf[:, :, pt:pt + h, pl:pl + w])
         return buf
