@@ -374,3 +374,47 @@ def test_grad_fn_changes_after_inplace():
     f0 = y.grad_fn
     y.add_(1)
     assert y.grad_fn is not f0 and "Add" in y.grad_fn.name()
+
+
+# ---------------------------------------------------------------------- in-place random fills
+def test_random_fills_distribution_dtype_and_version():
+    ember.manual_seed(0)
+    t = ember.empty(20000)
+    assert t.normal_(1.0, 2.0) is t and t.dtype == ember.float32 and t._version == 1
+    assert abs(t.mean().item() - 1.0) < 0.05 and abs(t.std().item() - 2.0) < 0.05
+    u = ember.empty(20000, dtype=ember.float64).uniform_(-3, 5)
+    assert u.dtype == ember.float64 and u.min().item() >= -3 and u.max().item() < 5
+    assert abs(u.mean().item() - 1.0) < 0.1
+    b = ember.empty(20000).bernoulli_(0.25)
+    assert set(np.unique(b.numpy())) <= {0.0, 1.0} and abs(b.mean().item() - 0.25) < 0.02
+    e = ember.empty(20000).exponential_(4.0)
+    assert e.min().item() >= 0 and abs(e.mean().item() - 0.25) < 0.02
+    r = ember.zeros(1000, dtype=ember.int64).random_(3, 7)
+    assert r.dtype == ember.int64 and set(np.unique(r.numpy())) == {3, 4, 5, 6}
+    assert set(np.unique(ember.zeros(1000).random_(4).numpy())) == {0.0, 1.0, 2.0, 3.0}
+
+
+def test_random_fills_follow_the_seed_and_generator():
+    ember.manual_seed(5)
+    a = ember.empty(4).normal_()
+    ember.manual_seed(5)
+    assert np.array_equal(a.numpy(), ember.empty(4).normal_().numpy())
+    g1, g2 = ember.Generator().manual_seed(1), ember.Generator().manual_seed(1)
+    assert np.array_equal(ember.empty(3).uniform_(generator=g1).numpy(), ember.empty(3).uniform_(generator=g2).numpy())
+
+
+def test_random_fills_errors():
+    w = ember.zeros(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="normal_: a leaf Variable that requires grad"):
+        w.normal_()
+    with ember.no_grad():
+        w.uniform_(-1, 1)  # the usual initialisation idiom
+    assert w.requires_grad and w.is_leaf
+    with pytest.raises(RuntimeError, match="normal_.*std"):
+        ember.empty(2).normal_(0, -1)
+    with pytest.raises(RuntimeError, match="uniform_.*from=2.*to=1"):
+        ember.empty(2).uniform_(2, 1)
+    with pytest.raises(RuntimeError, match="normal_.*floating-point.*int64"):
+        ember.zeros(2, dtype=ember.int64).normal_()
+    with pytest.raises(RuntimeError, match="bernoulli_.*0 <= p <= 1"):
+        ember.empty(2).bernoulli_(1.5)

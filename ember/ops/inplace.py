@@ -118,9 +118,14 @@ def fill_(self: Tensor, value) -> Tensor:
         if MODE.grad and (value.requires_grad or self.requires_grad):
             return _commit(self, A.broadcast_to(value.to(self.dtype), self.shape) + 0, "fill_")
         value = value.item()
+    return _overwrite(self, value, "fill_")
+
+
+def _overwrite(self: Tensor, value, op: str) -> Tensor:
+    """Replace every value (a scalar or an array of self's shape): the result depends on nothing."""
     if MODE.grad and self.requires_grad:
         if self._base is not None:
-            _commit_view_check(self, "fill_")
+            _commit_view_check(self, op)
         self.data[...] = value
         self._edge = None
         self.requires_grad = False  # constant now: nothing upstream gets a gradient through it
@@ -128,6 +133,59 @@ def fill_(self: Tensor, value) -> Tensor:
         self.data[...] = value
     bump_version(self)
     return self
+
+
+# ---------------------------------------------------------------------- in-place random fills
+def _rng(generator):
+    from .._creation import default_generator
+    return (generator or default_generator).np
+
+
+def _random_(op: str, draw, floats_only: bool = True):
+    """A Tensor method filling the tensor with `draw(rng, shape, np_dtype, *args)` (PyTorch's `x.normal_()` family)."""
+    def method(self: Tensor, *args, generator=None) -> Tensor:
+        _check_writable(self, op)
+        d = self.data.dtype
+        if floats_only and d.kind != "f":
+            raise RuntimeError(f"{op}: expects a floating-point tensor, got {self.dtype}")
+        values = draw(_rng(generator), self.data.shape, d, *args)
+        return _overwrite(self, values, op)
+    method.__name__ = op
+    return method
+
+
+def _uniform(rng, shape, d, low=0.0, high=1.0):
+    if low > high:
+        raise RuntimeError(f"uniform_: expects to return a [from, to) range, but found from={low} > to={high}")
+    u = rng.random(shape, np.float32 if d == np.float32 else np.float64)
+    return u * (high - low) + low
+
+
+def _normal(rng, shape, d, mean=0.0, std=1.0):
+    if std < 0:
+        raise RuntimeError(f"normal_: expects std >= 0.0, but found std {std}")
+    return rng.standard_normal(shape, np.float32 if d == np.float32 else np.float64) * std + mean
+
+
+def _bernoulli(rng, shape, d, p=0.5):
+    p = p.data if isinstance(p, Tensor) else p
+    if np.any((np.asarray(p) < 0) | (np.asarray(p) > 1)):
+        raise RuntimeError("bernoulli_: expects 0 <= p <= 1")
+    return rng.random(shape) < p
+
+
+def _exponential(rng, shape, d, lambd=1.0):
+    if lambd <= 0:
+        raise RuntimeError(f"exponential_: expects lambda > 0.0, but found lambda={lambd}")
+    return rng.exponential(1.0 / lambd, shape)
+
+
+def _random_ints(rng, shape, d, low=0, high=None):
+    if high is None:  # random_(to) draws from [0, to); random_() from [0, 2^mantissa] for floats
+        low, high = 0, low if low else (2 ** (np.finfo(d).nmant + 1) if d.kind == "f" else np.iinfo(d).max)
+    if low >= high:
+        raise RuntimeError(f"random_: expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    return rng.integers(low, high, shape)
 
 
 def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
@@ -176,6 +234,11 @@ def _setup() -> None:
     T.__itruediv__ = T.div_
     T.__ipow__ = T.pow_
     T.zero_, T.fill_, T.copy_ = zero_, fill_, copy_
+    T.uniform_ = _random_("uniform_", _uniform)
+    T.normal_ = _random_("normal_", _normal)
+    T.bernoulli_ = _random_("bernoulli_", _bernoulli, floats_only=False)
+    T.exponential_ = _random_("exponential_", _exponential)
+    T.random_ = _random_("random_", _random_ints, floats_only=False)
     for name, fn, cls in (("clamp", U.clamp, U.Clamp), ("clip", U.clamp, U.Clamp), ("relu", U.relu, U.Relu),
                           ("exp", U.exp, U.Exp), ("log", U.log, U.Log), ("sqrt", U.sqrt, U.Sqrt),
                           ("neg", U.neg, U.Neg), ("abs", U.abs, U.Abs), ("sigmoid", U.sigmoid, U.Sigmoid),
