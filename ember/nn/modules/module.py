@@ -111,7 +111,7 @@ class Module:
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            self._remove_from(name, d)
+            self._remove_from(name, d, keep="_parameters")
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
@@ -121,7 +121,7 @@ class Module:
         elif isinstance(value, Module):
             if params is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
-            self._remove_from(name, d)
+            self._remove_from(name, d, keep="_modules")
             d["_modules"][name] = value
         elif params is not None and name in d["_modules"]:
             if value is not None:
@@ -135,10 +135,12 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def _remove_from(self, name: str, d: dict) -> None:
+    def _remove_from(self, name: str, d: dict, keep: str) -> None:
+        """Drop `name` from every map but `keep`, where reassignment overwrites it in place (keeping its order)."""
         d.pop(name, None)
         for key in ("_parameters", "_buffers", "_modules"):
-            d[key].pop(name, None)
+            if key != keep:
+                d[key].pop(name, None)
         d["_non_persistent_buffers_set"].discard(name)
 
     def __getattr__(self, name: str):
