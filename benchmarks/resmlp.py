@@ -5,7 +5,7 @@ h ← relu(h + LN(Linear(50,100)(Dropout(0.1)(relu(LN(Linear(100,50)(h))))))); L
 cross-entropy; Adam(lr=1e-3). The NumPy step is the same computation with its forward and
 backward written out by hand and an in-place Adam: the practical limit for a NumPy framework.
 
-Run from the repository root:  python -m benchmarks.resmlp [--threads 2] [--repeats 15] [--no-torch]
+Run from the repository root:  python -m benchmarks.resmlp [--threads 2] [--repeats 15] [--no-torch] [--split]
 
 Frameworks are interleaved repeat by repeat (rotating order), gc off while timing; each
 sample times `--steps` consecutive steps. It prints samples/s (median, min–max) and the
@@ -266,13 +266,52 @@ def run(repeats: int = 15, steps: int = 20, use_torch: bool = True, threads: int
     return result
 
 
+def split(repeats: int = 5, steps: int = 300) -> dict[str, float]:
+    """Best-of-`repeats` µs per step of each phase: ember forward, forward+backward and Adam, and the
+    NumPy step's forward+backward and Adam (where the ember/NumPy gap comes from)."""
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((BATCH, D_IN)).astype(np.float32)
+    y_np = rng.integers(0, N_CLASSES, BATCH)
+    ember.manual_seed(0)
+    model = ember_model()
+    ref = NumpyResMLP.from_ember(model)
+    opt = ember.optim.Adam(model.parameters(), lr=LR)
+    x, y = ember.from_numpy(x_np), ember.from_numpy(y_np)
+    import ember.nn.functional as F
+
+    def fwd():
+        return F.cross_entropy(model(x), y)
+
+    def fwd_bwd():
+        model.zero_grad()
+        fwd().backward()
+
+    def best(fn) -> float:
+        for _ in range(20):
+            fn()
+        out = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                fn()
+            out.append((time.perf_counter() - t0) / steps * 1e6)
+        return min(out)
+    return {"ember forward": best(fwd), "ember forward+backward": best(fwd_bwd), "ember Adam": best(opt.step),
+            "numpy forward+backward": best(lambda: ref.gradients(x_np, y_np)), "numpy Adam": best(ref.adam)}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--split", action="store_true", help="time each phase (forward, backward, Adam) instead")
     a = ap.parse_args(argv)
+    if a.split:
+        for k, v in split().items():
+            print(f"{k:24s} {v:8.0f} µs")
+        return
     res = run(a.repeats, a.steps, not a.no_torch, a.threads)
     print(f"ResMLP training step, batch {BATCH}, float32, {a.threads} BLAS thread(s), "
           f"{a.repeats} repeats × {a.steps} steps")
