@@ -5,8 +5,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .._tensor import bump_version, make
-from .optimizer import Optimizer, _check_nonneg, _ema_sq_, _grad, _scalar, _tick
+from .optimizer import Optimizer, _check_nonneg, _ema_sq_
 
 __all__ = ["Adadelta"]
 
@@ -35,19 +34,8 @@ class Adadelta(Optimizer):
         _check_nonneg("Adadelta", o, "eps", "weight_decay")
 
     def _step_group(self, group: dict[str, Any]) -> None:
-        lr, rho, eps, wd, maximize = float(group["lr"]), group["rho"], group["eps"], group["weight_decay"], group["maximize"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            a = p.data
-            state = self.state[p]
-            if not state:
-                state["step"] = _scalar(0.0)
-                state["square_avg"] = make(np.zeros_like(a))
-                state["acc_delta"] = make(np.zeros_like(a))
-            G, T, D = self._scratch(a)
-            _tick(state)
-            d = _grad(p.grad.data, a, maximize, wd, 0.0, G, T)
+        lr, rho, eps = float(group["lr"]), group["rho"], group["eps"]
+        for p, a, d, state, (_, T, D), _ in self._params_with_grad(group, ("square_avg", "acc_delta")):
             v, u = state["square_avg"].data, state["acc_delta"].data
             _ema_sq_(v, d, rho, T)
             np.add(v, eps, out=T)
@@ -59,4 +47,3 @@ class Adadelta(Optimizer):
             _ema_sq_(u, D, rho, T)
             D *= -lr
             a += D
-            bump_version(p)

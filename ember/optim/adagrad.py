@@ -5,8 +5,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .._tensor import bump_version, make
-from .optimizer import Optimizer, _check_nonneg, _grad, _scalar, _tick
+from .._tensor import make
+from .optimizer import Optimizer, _scalar
 
 __all__ = ["Adagrad"]
 
@@ -20,6 +20,8 @@ class Adagrad(Optimizer):
     construction, as in PyTorch.
     """
 
+    _checked = ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
+
     def __init__(self, params: Iterable, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
                  initial_accumulator_value: float = 0, eps: float = 1e-10, foreach: bool | None = None, *,
                  maximize: bool = False, differentiable: bool = False, fused: bool | None = None) -> None:
@@ -29,28 +31,16 @@ class Adagrad(Optimizer):
         super().__init__(params, defaults)
         for group in self.param_groups:
             for p in group["params"]:
-                self._init_state(p, group)
+                self._init_state(self.state[p], p.data, group, ("sum",))
 
-    def _validate(self, o: dict[str, Any]) -> None:
-        super()._validate(o)
-        _check_nonneg("Adagrad", o, "lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
-
-    def _init_state(self, p, group: dict[str, Any]) -> dict:
-        state = self.state[p]
+    def _init_state(self, state: dict, a, group: dict[str, Any], buffers: tuple[str, ...]) -> None:
+        """'step' = 0 and 'sum' = initial_accumulator_value (also for a group added later, at its first step)."""
         state["step"] = _scalar(0.0)
-        state["sum"] = make(np.full_like(p.data, group["initial_accumulator_value"]))
-        return state
+        state["sum"] = make(np.full_like(a, group["initial_accumulator_value"]))
 
     def _step_group(self, group: dict[str, Any]) -> None:
-        lr, lr_decay, eps, wd, maximize = float(group["lr"]), group["lr_decay"], group["eps"], group["weight_decay"], group["maximize"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            a = p.data
-            state = self.state[p] or self._init_state(p, group)  # a group added after construction
-            G, T = self._scratch(a)
-            step = _tick(state)
-            d = _grad(p.grad.data, a, maximize, wd, 0.0, G, T)
+        lr, lr_decay, eps = float(group["lr"]), group["lr_decay"], group["eps"]
+        for p, a, d, state, (_, T), step in self._params_with_grad(group, ("sum",)):
             clr = lr / (1 + (step - 1) * lr_decay)
             s = state["sum"].data
             np.multiply(d, d, out=T)
@@ -60,4 +50,3 @@ class Adagrad(Optimizer):
             np.divide(d, T, out=T)
             T *= -clr
             a += T
-            bump_version(p)

@@ -5,8 +5,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .._tensor import bump_version, make
-from .optimizer import Optimizer, _check_betas, _check_nonneg, _ema_sq_, _grad, _lerp_, _scalar, _tick
+from .optimizer import Optimizer, _ema_sq_, _lerp_
 
 __all__ = ["Adam", "AdamW"]
 
@@ -27,6 +26,8 @@ class Adam(Optimizer):
     `foreach`, `fused` and `capturable` are accepted for compatibility and ignored.
     """
 
+    _checked = ("lr", "eps", "betas", "weight_decay", "l1_weight_decay")
+
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *, foreach: bool | None = None,
                  maximize: bool = False, capturable: bool = False, differentiable: bool = False,
@@ -37,33 +38,10 @@ class Adam(Optimizer):
                         decoupled_weight_decay=decoupled_weight_decay, l1_weight_decay=l1_weight_decay)
         super().__init__(params, defaults)
 
-    def _validate(self, o: dict[str, Any]) -> None:
-        super()._validate(o)
-        name = type(self).__name__
-        _check_nonneg(name, o, "lr", "eps")
-        _check_betas(name, o["betas"])
-        _check_nonneg(name, o, "weight_decay", "l1_weight_decay")
-
     def _step_group(self, group: dict[str, Any]) -> None:
-        lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], group["eps"]
-        wd, l1, amsgrad, maximize = group["weight_decay"], group["l1_weight_decay"], group["amsgrad"], group["maximize"]
-        decoupled = group["decoupled_weight_decay"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            a = p.data
-            state = self.state[p]
-            if not state:
-                state["step"] = _scalar(0.0)
-                state["exp_avg"] = make(np.zeros_like(a))
-                state["exp_avg_sq"] = make(np.zeros_like(a))
-                if amsgrad:
-                    state["max_exp_avg_sq"] = make(np.zeros_like(a))
-            G, T = self._scratch(a)
-            step = _tick(state)
-            if wd and decoupled:
-                a *= 1 - lr * wd
-            d = _grad(p.grad.data, a, maximize, 0 if decoupled else wd, l1, G, T)
+        lr, (beta1, beta2), eps, amsgrad = float(group["lr"]), group["betas"], group["eps"], group["amsgrad"]
+        buffers = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if amsgrad else ("exp_avg", "exp_avg_sq")
+        for p, a, d, state, (_, T), step in self._params_with_grad(group, buffers):
             m, v = state["exp_avg"].data, state["exp_avg_sq"].data
             _lerp_(m, d, 1 - beta1, T)
             _ema_sq_(v, d, beta2, T)
@@ -78,7 +56,6 @@ class Adam(Optimizer):
             np.divide(m, T, out=T)
             T *= -(lr / (1 - beta1 ** step))
             a += T
-            bump_version(p)
 
 
 class AdamW(Adam):

@@ -5,8 +5,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .._tensor import bump_version, make
-from .optimizer import Optimizer, _check_betas, _check_nonneg, _grad, _lerp_, _scalar, _tick
+from .optimizer import Optimizer, _lerp_
 
 __all__ = ["Adamax"]
 
@@ -18,6 +17,8 @@ class Adamax(Optimizer):
     p ← p - lr/(1-β₁ᵗ) · m / u.   State: 'step', 'exp_avg' (m), 'exp_inf' (u).
     """
 
+    _checked = ("lr", "eps", "betas", "weight_decay")
+
     def __init__(self, params: Iterable, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, foreach: bool | None = None, *, maximize: bool = False,
                  differentiable: bool = False, capturable: bool = False) -> None:
@@ -25,26 +26,9 @@ class Adamax(Optimizer):
                         differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults)
 
-    def _validate(self, o: dict[str, Any]) -> None:
-        super()._validate(o)
-        _check_nonneg("Adamax", o, "lr", "eps")
-        _check_betas("Adamax", o["betas"])
-        _check_nonneg("Adamax", o, "weight_decay")
-
     def _step_group(self, group: dict[str, Any]) -> None:
-        lr, (beta1, beta2), eps, wd, maximize = float(group["lr"]), group["betas"], group["eps"], group["weight_decay"], group["maximize"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            a = p.data
-            state = self.state[p]
-            if not state:
-                state["step"] = _scalar(0.0)
-                state["exp_avg"] = make(np.zeros_like(a))
-                state["exp_inf"] = make(np.zeros_like(a))
-            G, T = self._scratch(a)
-            step = _tick(state)
-            d = _grad(p.grad.data, a, maximize, wd, 0.0, G, T)
+        lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], group["eps"]
+        for p, a, d, state, (_, T), step in self._params_with_grad(group, ("exp_avg", "exp_inf")):
             m, u = state["exp_avg"].data, state["exp_inf"].data
             _lerp_(m, d, 1 - beta1, T)
             u *= beta2
@@ -54,4 +38,3 @@ class Adamax(Optimizer):
             np.divide(m, u, out=T)
             T *= -(lr / (1 - beta1 ** step))
             a += T
-            bump_version(p)

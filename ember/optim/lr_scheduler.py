@@ -89,6 +89,10 @@ class LRScheduler:
         """The learning rates set by the last `step()`, one per param group."""
         return self._last_lr
 
+    def _scaled(self, factor: float) -> list[float]:
+        """Each group's current lr times `factor` (the chainable update of most schedules)."""
+        return [g["lr"] * factor for g in self.optimizer.param_groups]
+
     def _warn_outside_step(self) -> None:
         if not self._get_lr_called_within_step:
             warnings.warn("To get the last learning rate computed by the scheduler, please use `get_last_lr()`.",
@@ -108,15 +112,18 @@ class LRScheduler:
         self._update_lr(epoch)
 
     def _update_lr(self, epoch: int | None = None) -> None:
+        if epoch is None:
+            self.last_epoch += 1
+            self._set_lrs(self.get_lr)
+        else:
+            self.last_epoch = epoch
+            self._set_lrs(getattr(self, "_get_closed_form_lr", self.get_lr))
+
+    def _set_lrs(self, compute: Callable[[], list[float]]) -> None:
+        """Set each group's lr to `compute()` (called as from within `step`, so it does not warn)."""
         self._get_lr_called_within_step = True
         try:
-            if epoch is None:
-                self.last_epoch += 1
-                values = self.get_lr()
-            else:
-                self.last_epoch = epoch
-                closed = getattr(self, "_get_closed_form_lr", None)
-                values = closed() if closed is not None else self.get_lr()
+            values = compute()
         finally:
             self._get_lr_called_within_step = False
         for g, lr in zip(self.optimizer.param_groups, values):
@@ -131,60 +138,64 @@ class LRScheduler:
         self.__dict__.update(state_dict)
 
 
-def _lambdas(optimizer: Optimizer, lr_lambda) -> list:
-    if isinstance(lr_lambda, (list, tuple)):
-        if len(lr_lambda) != len(optimizer.param_groups):
-            raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, but got {len(lr_lambda)}")
-        fns = list(lr_lambda)
-    else:
-        fns = [lr_lambda] * len(optimizer.param_groups)
-    for fn in fns:
-        if not callable(fn):
-            raise TypeError(f"lr_lambda should be a function, but got {type(fn).__name__}")
-    return fns
+def _state_with(sched: LRScheduler, key: str, packed) -> dict[str, Any]:
+    """`sched`'s state dict (every attribute but the optimizer) with attribute `key` saved as `packed`."""
+    sd = {k: v for k, v in sched.__dict__.items() if k not in ("optimizer", key)}
+    sd[key] = packed
+    return sd
 
 
-class _LambdaState:
-    """state_dict/load_state_dict that keep the `__dict__` of callable-object lambdas (plain functions
-    and lambdas cannot be saved and are stored as None)."""
+def _load_with(sched: LRScheduler, state_dict: dict[str, Any], key: str):
+    """Restore every attribute of `state_dict` but `key`, and return what was saved for `key`."""
+    state_dict = dict(state_dict)
+    packed = state_dict.pop(key)
+    sched.__dict__.update(state_dict)
+    return packed
 
-    lr_lambdas: list
+
+def _fn_state(fn) -> dict | None:
+    """What a state dict keeps of a user function: the `__dict__` of a callable object (plain functions
+    and lambdas cannot be saved: None)."""
+    return None if fn is None or isinstance(fn, types.FunctionType) else fn.__dict__.copy()
+
+
+class _LambdaScheduler(LRScheduler):
+    """Base of the schedulers driven by `lr_lambda` (one function, or one per param group); the state
+    dict keeps the `__dict__` of callable-object lambdas."""
+
+    def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | list, last_epoch: int = -1) -> None:
+        _check_optimizer(optimizer)
+        if isinstance(lr_lambda, (list, tuple)):
+            if len(lr_lambda) != len(optimizer.param_groups):
+                raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, but got {len(lr_lambda)}")
+            fns = list(lr_lambda)
+        else:
+            fns = [lr_lambda] * len(optimizer.param_groups)
+        for fn in fns:
+            if not callable(fn):
+                raise TypeError(f"lr_lambda should be a function, but got {type(fn).__name__}")
+        self.lr_lambdas = fns
+        super().__init__(optimizer, last_epoch)
 
     def state_dict(self) -> dict[str, Any]:
-        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
-        sd["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
-                            for fn in self.lr_lambdas]
-        return sd
+        return _state_with(self, "lr_lambdas", [_fn_state(fn) for fn in self.lr_lambdas])
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        state_dict = dict(state_dict)
-        saved = state_dict.pop("lr_lambdas")
-        self.__dict__.update(state_dict)
-        for fn, d in zip(self.lr_lambdas, saved):
+        for fn, d in zip(self.lr_lambdas, _load_with(self, state_dict, "lr_lambdas")):
             if d is not None:
                 fn.__dict__.update(d)
 
 
-class LambdaLR(_LambdaState, LRScheduler):
+class LambdaLR(_LambdaScheduler):
     """lr = initial_lr · lr_lambda(epoch) (one function, or one per param group)."""
-
-    def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | list, last_epoch: int = -1) -> None:
-        _check_optimizer(optimizer)
-        self.lr_lambdas = _lambdas(optimizer, lr_lambda)
-        super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         self._warn_outside_step()
         return [base * fn(self.last_epoch) for fn, base in zip(self.lr_lambdas, self.base_lrs)]
 
 
-class MultiplicativeLR(_LambdaState, LRScheduler):
+class MultiplicativeLR(_LambdaScheduler):
     """lr ← lr · lr_lambda(epoch) at every step after the first."""
-
-    def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | list, last_epoch: int = -1) -> None:
-        _check_optimizer(optimizer)
-        self.lr_lambdas = _lambdas(optimizer, lr_lambda)
-        super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         self._warn_outside_step()
@@ -205,7 +216,7 @@ class StepLR(LRScheduler):
         self._warn_outside_step()
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return _lrs(self.optimizer)
-        return [g["lr"] * self.gamma for g in self.optimizer.param_groups]
+        return self._scaled(self.gamma)
 
     def _get_closed_form_lr(self) -> list[float]:
         return [base * self.gamma ** (self.last_epoch // self.step_size) for base in self.base_lrs]
@@ -223,7 +234,7 @@ class MultiStepLR(LRScheduler):
         self._warn_outside_step()
         if self.last_epoch not in self.milestones:
             return _lrs(self.optimizer)
-        return [g["lr"] * self.gamma ** self.milestones[self.last_epoch] for g in self.optimizer.param_groups]
+        return self._scaled(self.gamma ** self.milestones[self.last_epoch])
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         super().load_state_dict(state_dict)
@@ -247,10 +258,10 @@ class ConstantLR(LRScheduler):
     def get_lr(self) -> list[float]:
         self._warn_outside_step()
         if self.last_epoch == 0:
-            return [g["lr"] * self.factor for g in self.optimizer.param_groups]
+            return self._scaled(self.factor)
         if self.last_epoch != self.total_iters:
             return _lrs(self.optimizer)
-        return [g["lr"] * (1.0 / self.factor) for g in self.optimizer.param_groups]
+        return self._scaled(1.0 / self.factor)
 
     def _get_closed_form_lr(self) -> list[float]:
         return [base * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor))
@@ -276,12 +287,12 @@ class LinearLR(LRScheduler):
     def get_lr(self) -> list[float]:
         self._warn_outside_step()
         if self.last_epoch == 0:
-            return [g["lr"] * self.start_factor for g in self.optimizer.param_groups]
+            return self._scaled(self.start_factor)
         if self._is_initial or self.last_epoch > self.total_iters:
             return _lrs(self.optimizer)
         delta = self.end_factor - self.start_factor
         scale = 1.0 + delta / (self.total_iters * self.start_factor + (self.last_epoch - 1) * delta)
-        return [g["lr"] * scale for g in self.optimizer.param_groups]
+        return self._scaled(scale)
 
     def _get_closed_form_lr(self) -> list[float]:
         return [base * (self.start_factor + (self.end_factor - self.start_factor)
@@ -299,7 +310,7 @@ class ExponentialLR(LRScheduler):
         self._warn_outside_step()
         if self._is_initial:
             return _lrs(self.optimizer)
-        return [g["lr"] * self.gamma for g in self.optimizer.param_groups]
+        return self._scaled(self.gamma)
 
     def _get_closed_form_lr(self) -> list[float]:
         return [base * self.gamma ** self.last_epoch for base in self.base_lrs]
@@ -319,7 +330,7 @@ class PolynomialLR(LRScheduler):
             return _lrs(self.optimizer)
         decay = ((1.0 - self.last_epoch / self.total_iters)
                  / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
-        return [g["lr"] * decay for g in self.optimizer.param_groups]
+        return self._scaled(decay)
 
     def _get_closed_form_lr(self) -> list[float]:
         return [base * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
@@ -400,14 +411,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_i = self.T_0
                 self.T_cur = epoch
         self.last_epoch = math.floor(epoch)
-        self._get_lr_called_within_step = True
-        try:
-            values = self.get_lr()
-        finally:
-            self._get_lr_called_within_step = False
-        for g, lr in zip(self.optimizer.param_groups, values):
-            g["lr"] = lr
-        self._last_lr = _lrs(self.optimizer)
+        self._set_lrs(self.get_lr)
 
 
 class _Container:
@@ -416,15 +420,10 @@ class _Container:
     _schedulers: list
 
     def state_dict(self) -> dict[str, Any]:
-        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return sd
+        return _state_with(self, "_schedulers", [s.state_dict() for s in self._schedulers])
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        state_dict = dict(state_dict)
-        saved = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        for s, sd in zip(self._schedulers, saved):
+        for s, sd in zip(self._schedulers, _load_with(self, state_dict, "_schedulers")):
             s.load_state_dict(sd)
 
 
@@ -680,17 +679,12 @@ class CyclicLR(LRScheduler):
         return lrs
 
     def state_dict(self) -> dict[str, Any]:
-        sd = super().state_dict()
-        fn = sd.pop("_scale_fn_custom")
-        sd["_scale_fn_custom"] = None if fn is None or isinstance(fn, types.FunctionType) else fn.__dict__.copy()
-        return sd
+        return _state_with(self, "_scale_fn_custom", _fn_state(self._scale_fn_custom))
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        state_dict = dict(state_dict)
-        fn = state_dict.pop("_scale_fn_custom")
-        super().load_state_dict(state_dict)
-        if fn is not None:
-            self._scale_fn_custom.__dict__.update(fn)
+        saved = _load_with(self, state_dict, "_scale_fn_custom")
+        if saved is not None:
+            self._scale_fn_custom.__dict__.update(saved)
 
 
 class OneCycleLR(LRScheduler):

@@ -5,8 +5,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .._tensor import bump_version, make
-from .optimizer import Optimizer, _check_betas, _check_nonneg, _ema_sq_, _grad, _lerp_, _scalar, _tick
+from .optimizer import Optimizer, _ema_sq_, _lerp_
 
 __all__ = ["NAdam"]
 
@@ -20,6 +19,9 @@ class NAdam(Optimizer):
     p ← p - lr·(1-μₜ)/(1-Πₜ) · g/d - lr·μₜ₊₁/(1-Πₜ·μₜ₊₁) · m/d.
     """
 
+    _checked = ("lr", "eps", "betas", "weight_decay", "momentum_decay")
+    _counters = {"step": 0.0, "mu_product": 1.0}
+
     def __init__(self, params: Iterable, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, momentum_decay: float = 4e-3,
                  decoupled_weight_decay: bool = False, *, foreach: bool | None = None, maximize: bool = False,
@@ -29,30 +31,10 @@ class NAdam(Optimizer):
                         capturable=capturable, differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def _validate(self, o: dict[str, Any]) -> None:
-        super()._validate(o)
-        _check_nonneg("NAdam", o, "lr", "eps")
-        _check_betas("NAdam", o["betas"])
-        _check_nonneg("NAdam", o, "weight_decay", "momentum_decay")
-
     def _step_group(self, group: dict[str, Any]) -> None:
-        lr, (beta1, beta2), eps, wd = float(group["lr"]), group["betas"], group["eps"], group["weight_decay"]
-        momentum_decay, decoupled, maximize = group["momentum_decay"], group["decoupled_weight_decay"], group["maximize"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            a = p.data
-            state = self.state[p]
-            if not state:
-                state["step"] = _scalar(0.0)
-                state["mu_product"] = _scalar(1.0)
-                state["exp_avg"] = make(np.zeros_like(a))
-                state["exp_avg_sq"] = make(np.zeros_like(a))
-            G, T = self._scratch(a)
-            step = _tick(state)
-            if wd and decoupled:
-                a *= 1 - lr * wd
-            d = _grad(p.grad.data, a, maximize, 0 if decoupled else wd, 0.0, G, T)
+        lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], group["eps"]
+        momentum_decay = group["momentum_decay"]
+        for p, a, d, state, (G, T), step in self._params_with_grad(group, ("exp_avg", "exp_avg_sq")):
             mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
             mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
             mp = state["mu_product"].data
@@ -70,4 +52,3 @@ class NAdam(Optimizer):
             np.divide(m, T, out=G)
             G *= (-lr * mu_next) / (1.0 - mu_product * mu_next)
             a += G
-            bump_version(p)

@@ -16,12 +16,12 @@ import numbers
 import warnings
 from collections import defaultdict
 from itertools import chain
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
 from .. import _dtype as dt
-from .._tensor import Tensor, make
+from .._tensor import Tensor, bump_version, make
 from ..autograd.grad_mode import enable_grad
 from ..backend import array_module
 
@@ -43,12 +43,17 @@ class Optimizer:
 
     `params` is an iterable of Tensors, of `(name, Tensor)` pairs, or of dicts (param groups:
     `{"params": [...], "lr": ..., ...}`, whose options override `defaults`). Subclasses
-    implement `_step_group(group)` (or override `step` entirely, as in PyTorch) and may
-    override `_validate(options)` to reject bad option values.
+    implement `_step_group(group)` (or override `step` entirely, as in PyTorch), usually as a loop
+    over `_params_with_grad(group, buffers)`, and list in `_checked` the options `_validate`
+    rejects when negative (or override `_validate`).
     """
 
     # how many scratch arrays shaped like a parameter one update needs (see `_scratch`)
     _n_scratch = 2
+    # options `_validate` checks, in PyTorch's order: a number >= 0, or for 'betas' a pair in [0, 1)
+    _checked: tuple[str, ...] = ()
+    # the 0-d counters a new state starts with (see `_init_state`), in PyTorch's key order
+    _counters: dict[str, float] = {"step": 0.0}
 
     def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
         self._validate(defaults)
@@ -115,10 +120,17 @@ class Optimizer:
         self.param_groups.append(param_group)
 
     def _validate(self, options: dict[str, Any]) -> None:
-        """Raise ValueError for an option value the algorithm cannot use (overridden per optimizer)."""
+        """Raise for an option value the algorithm cannot use: ValueError (PyTorch's message) for each
+        option named in `_checked` that is out of range; subclasses override it for other checks."""
+        name = type(self).__name__
         if options.get("differentiable"):
-            raise NotImplementedError(f"{type(self).__name__}: differentiable=True is not supported: ember's "
+            raise NotImplementedError(f"{name}: differentiable=True is not supported: ember's "
                                       "optimizers update raw arrays and record no graph")
+        for key in self._checked:
+            if key == "betas":
+                _check_betas(name, options["betas"])
+            else:
+                _check_nonneg(name, options, key)
 
     # ------------------------------------------------------------------ step
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -151,6 +163,51 @@ class Optimizer:
 
     def _step_group(self, group: dict[str, Any]) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement step() or _step_group(group)")
+
+    def _params_with_grad(self, group: dict[str, Any], buffers: tuple[str, ...] | None = ()) -> Iterator[tuple]:
+        """The per-parameter prelude of an update: yields `(p, a, d, state, scratch, step)` for each
+        parameter `p` of `group` whose grad is not None, then marks `p` changed in place.
+
+        `a` is p's array; `state` its state (on first use `_init_state`: the `_counters` and a zero
+        buffer per name in `buffers`), whose 'step' is incremented to `step`; `scratch` the
+        `_n_scratch` temporaries of `_scratch(a)`. `d` is the gradient the update uses (`_grad`:
+        ±grad + weight_decay·p + l1_weight_decay·sign(p), in scratch[0], scratch[1] clobbered);
+        with `decoupled_weight_decay`, `a` is first scaled by 1 - lr·weight_decay instead.
+        `buffers=None`: the optimizer keeps no counted state (`state` None, `step` 0).
+        """
+        lr, wd, maximize = float(group["lr"]), group.get("weight_decay", 0), group.get("maximize", False)
+        l1 = group.get("l1_weight_decay", 0.0)
+        shrink = 1 - lr * wd if wd and group.get("decoupled_weight_decay") else None
+        l2 = 0.0 if shrink is not None else wd
+        plain = not (maximize or l2 or l1)  # d is the grad itself: skip the `_grad` call
+        states, scratch_of = self.state, self._scratch
+        state, step = None, 0
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            a = p.data
+            if buffers is not None:
+                state = states[p]
+                if not state:
+                    self._init_state(state, a, group, buffers)
+                counter = state["step"].data
+                step = counter.item() + 1
+                counter[()] = step  # ~10x cheaper than `counter += 1` on a 0-d array
+            scratch = scratch_of(a)
+            if shrink is not None:
+                a *= shrink
+            d = g.data if plain else _grad(g.data, a, maximize, l2, l1, scratch[0], scratch[1])
+            yield p, a, d, state, scratch, step
+            bump_version(p)
+
+    def _init_state(self, state: dict, a, group: dict[str, Any], buffers: tuple[str, ...]) -> None:
+        """Fill a parameter's empty `state`: the `_counters` (0-d tensors), then a buffer of zeros
+        shaped like its array `a` for each name in `buffers`."""
+        for name, value in self._counters.items():
+            state[name] = _scalar(value)
+        for name in buffers:
+            state[name] = make(np.zeros_like(a))
 
     def _scratch(self, a) -> tuple:
         """`_n_scratch` temporary arrays shaped like `a`: views of one flat pool per dtype, sized by
@@ -261,14 +318,6 @@ def _load_value(p: Tensor, index, key, value):
 def _scalar(v: float) -> Tensor:
     """A 0-d tensor for counters such as 'step', float32 unless the default dtype is float64 (as PyTorch)."""
     return make(np.array(v, np.float64 if dt.NP_DEFAULT_FLOAT == np.float64 else np.float32))
-
-
-def _tick(state: dict) -> float:
-    """Increment the 0-d 'step' tensor in place and return the new count."""
-    s = state["step"].data
-    n = s.item() + 1
-    s[()] = n  # ~10x cheaper than `s += 1` on a 0-d array
-    return n
 
 
 def _grad(g, a, maximize: bool, weight_decay: float, l1: float, out, tmp):

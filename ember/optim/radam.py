@@ -5,8 +5,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .._tensor import bump_version, make
-from .optimizer import Optimizer, _check_betas, _check_nonneg, _ema_sq_, _grad, _lerp_, _scalar, _tick
+from .optimizer import Optimizer, _ema_sq_, _lerp_
 
 __all__ = ["RAdam"]
 
@@ -21,6 +20,8 @@ class RAdam(Optimizer):
     otherwise p ← p - lr·m̂.
     """
 
+    _checked = ("lr", "eps", "betas", "weight_decay")
+
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, decoupled_weight_decay: bool = False, *,
                  foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
@@ -30,30 +31,10 @@ class RAdam(Optimizer):
                         differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def _validate(self, o: dict[str, Any]) -> None:
-        super()._validate(o)
-        _check_nonneg("RAdam", o, "lr", "eps")
-        _check_betas("RAdam", o["betas"])
-        _check_nonneg("RAdam", o, "weight_decay")
-
     def _step_group(self, group: dict[str, Any]) -> None:
-        lr, (beta1, beta2), eps, wd = float(group["lr"]), group["betas"], group["eps"], group["weight_decay"]
-        decoupled, maximize = group["decoupled_weight_decay"], group["maximize"]
+        lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], group["eps"]
         rho_inf = 2 / (1 - beta2) - 1
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            a = p.data
-            state = self.state[p]
-            if not state:
-                state["step"] = _scalar(0.0)
-                state["exp_avg"] = make(np.zeros_like(a))
-                state["exp_avg_sq"] = make(np.zeros_like(a))
-            G, T = self._scratch(a)
-            step = _tick(state)
-            if wd and decoupled:
-                a *= 1 - lr * wd
-            d = _grad(p.grad.data, a, maximize, 0 if decoupled else wd, 0.0, G, T)
+        for p, a, d, state, (G, T), step in self._params_with_grad(group, ("exp_avg", "exp_avg_sq")):
             m, v = state["exp_avg"].data, state["exp_avg_sq"].data
             _lerp_(m, d, 1 - beta1, T)
             _ema_sq_(v, d, beta2, T)
@@ -69,4 +50,3 @@ class RAdam(Optimizer):
                 G *= T
                 G *= rect
             a -= G
-            bump_version(p)

@@ -5,8 +5,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .._tensor import bump_version, make
-from .optimizer import Optimizer, _check_nonneg, _ema_sq_, _grad, _lerp_, _scalar, _tick
+from .optimizer import Optimizer, _ema_sq_, _lerp_
 
 __all__ = ["RMSprop"]
 
@@ -21,6 +20,8 @@ class RMSprop(Optimizer):
     State: 'step', 'square_avg', 'momentum_buffer' (momentum > 0), 'grad_avg' (centered).
     """
 
+    _checked = ("lr", "eps", "momentum", "weight_decay", "alpha")
+
     def __init__(self, params: Iterable, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0, momentum: float = 0, centered: bool = False, capturable: bool = False,
                  foreach: bool | None = None, maximize: bool = False, differentiable: bool = False) -> None:
@@ -28,28 +29,11 @@ class RMSprop(Optimizer):
                         capturable=capturable, foreach=foreach, maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def _validate(self, o: dict[str, Any]) -> None:
-        super()._validate(o)
-        _check_nonneg("RMSprop", o, "lr", "eps", "momentum", "weight_decay", "alpha")
-
     def _step_group(self, group: dict[str, Any]) -> None:
-        lr, alpha, eps, wd = float(group["lr"]), group["alpha"], group["eps"], group["weight_decay"]
-        momentum, centered, maximize = group["momentum"], group["centered"], group["maximize"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            a = p.data
-            state = self.state[p]
-            if not state:
-                state["step"] = _scalar(0.0)
-                state["square_avg"] = make(np.zeros_like(a))
-                if momentum > 0:
-                    state["momentum_buffer"] = make(np.zeros_like(a))
-                if centered:
-                    state["grad_avg"] = make(np.zeros_like(a))
-            G, T = self._scratch(a)
-            _tick(state)
-            d = _grad(p.grad.data, a, maximize, wd, 0.0, G, T)
+        lr, alpha, eps = float(group["lr"]), group["alpha"], group["eps"]
+        momentum, centered = group["momentum"], group["centered"]
+        buffers = ("square_avg",) + (("momentum_buffer",) if momentum > 0 else ()) + (("grad_avg",) if centered else ())
+        for p, a, d, state, (_, T), _ in self._params_with_grad(group, buffers):
             v = state["square_avg"].data
             _ema_sq_(v, d, alpha, T)
             if centered:
@@ -70,4 +54,3 @@ class RMSprop(Optimizer):
             else:
                 T *= -lr
             a += T
-            bump_version(p)

@@ -5,8 +5,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .._tensor import bump_version, make
-from .optimizer import Optimizer, _check_nonneg, _grad
+from .._tensor import make
+from .optimizer import Optimizer
 
 __all__ = ["SGD"]
 
@@ -24,6 +24,8 @@ class SGD(Optimizer):
     implementation).
     """
 
+    _checked = ("lr", "momentum", "weight_decay", "l1_weight_decay")
+
     def __init__(self, params: Iterable, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
                  foreach: bool | None = None, differentiable: bool = False, fused: bool | None = None,
@@ -35,19 +37,13 @@ class SGD(Optimizer):
 
     def _validate(self, o: dict[str, Any]) -> None:
         super()._validate(o)
-        _check_nonneg("SGD", o, "lr", "momentum", "weight_decay", "l1_weight_decay")
         if o.get("nesterov") and (o.get("momentum", 0) <= 0 or o.get("dampening", 0) != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
 
     def _step_group(self, group: dict[str, Any]) -> None:
-        lr, momentum, dampening = float(group["lr"]), group["momentum"], group["dampening"]
-        wd, l1, nesterov, maximize = group["weight_decay"], group["l1_weight_decay"], group["nesterov"], group["maximize"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            a = p.data
-            G, T = self._scratch(a)
-            d = _grad(p.grad.data, a, maximize, wd, l1, G, T)
+        lr, momentum, dampening, nesterov = float(group["lr"]), group["momentum"], group["dampening"], group["nesterov"]
+        # no counted state: SGD's only state, the momentum buffer, starts as a copy of the first gradient
+        for p, a, d, _, (_, T), _ in self._params_with_grad(group, None):
             if momentum != 0:
                 state = self.state[p]
                 buf = state.get("momentum_buffer")
@@ -70,4 +66,3 @@ class SGD(Optimizer):
                     d = b
             np.multiply(d, -lr, out=T)
             a += T
-            bump_version(p)
