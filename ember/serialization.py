@@ -341,8 +341,15 @@ def _no_constant(c: str):
     raise ValueError(f"non-standard JSON constant {c}")
 
 
-def _json(text: str):
-    return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+def _json(text: str, bad: _Bad, what: str, not_json: str = ""):
+    """Parse strict JSON (no duplicate keys, no NaN or Infinity); what cannot be parsed raises `bad`, naming `what`
+    (after `not_json` when it is not JSON at all)."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except ValueError as e:
+        raise bad(f"{not_json}{what} is not valid JSON ({e})") from None
+    except RecursionError:
+        raise bad(f"{what} is nested too deeply") from None
 
 
 def _sniff(prefix: bytes) -> str:
@@ -383,12 +390,7 @@ def _read(fh: BinaryIO, size: int, name: str) -> tuple[dict, Any, list]:
     if not text.startswith("{"):
         raise bad(f"not a safetensors file: the header does not start with '{{' (it starts with {text[:20]!r})"
                   f"{_sniff(prefix)}")
-    try:
-        header = _json(text)
-    except ValueError as e:
-        raise bad(f"not a safetensors file: the header is not valid JSON ({e})") from None
-    except RecursionError:
-        raise bad("the header is nested too deeply") from None
+    header = _json(text, bad, "the header", "not a safetensors file: ")
     meta = header.pop("__metadata__", None)
     if meta is not None and not (isinstance(meta, dict) and all(isinstance(v, str) for v in meta.values())):
         raise bad("__metadata__ must be a map from strings to strings")
@@ -491,12 +493,7 @@ def _read_into(fh: BinaryIO, view, bad: _Bad, what: str) -> None:
 # ---------------------------------------------------------------------- the ember structure
 def _parse_tree(text: str, names, bad: _Bad):
     """Parse and fully check __metadata__['ember'] (a dry run of `_decode`) before any tensor exists."""
-    try:
-        doc = _json(text)
-    except ValueError as e:
-        raise bad(f"__metadata__['ember'] is not valid JSON ({e})") from None
-    except RecursionError:
-        raise bad("__metadata__['ember'] is nested too deeply") from None
+    doc = _json(text, bad, "__metadata__['ember']")
     if not (isinstance(doc, dict) and _is_int(doc.get("version")) and "tree" in doc):
         raise bad("__metadata__['ember'] must be an object with an integer 'version' and a 'tree'")
     version = doc["version"]

@@ -33,28 +33,14 @@ CONV2D = [
 ]
 
 
-def _conv_arrays(xs, ws, bias, dtype=np.float64):
-    arrays = [rand(*xs, seed=1, dtype=dtype), rand(*ws, seed=2, dtype=dtype)]
-    if bias:
-        arrays.append(rand(ws[0], seed=3, dtype=dtype))
-    return arrays
-
-
 def _fn(mod, name, kw):
     f = getattr(mod, name)
     return lambda *a: f(*a, **kw)
 
 
-@pytest.mark.parametrize("xs, ws, bias, kw", CONV2D, ids=str)
-def test_conv2d_gradcheck(xs, ws, bias, kw):
-    check_grad(_fn(F, "conv2d", kw), *_conv_arrays(xs, ws, bias))
-
-
-@requires_torch
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("xs, ws, bias, kw", CONV2D, ids=str)
-def test_conv2d_torch(xs, ws, bias, kw, dtype):
-    compare_torch(_fn(F, "conv2d", kw), _fn(TF, "conv2d", kw), *_conv_arrays(xs, ws, bias, dtype))
+def _arrays(shapes, dtype=np.float64):
+    """One random array per shape (seeds 1, 2, ...): an op's positional inputs."""
+    return [rand(*s, seed=i, dtype=dtype) for i, s in enumerate(shapes, 1)]
 
 
 @requires_torch
@@ -140,18 +126,6 @@ CONV1D = [
 ]
 
 
-@pytest.mark.parametrize("xs, ws, bias, kw", CONV1D, ids=str)
-def test_conv1d_gradcheck(xs, ws, bias, kw):
-    check_grad(_fn(F, "conv1d", kw), *_conv_arrays(xs, ws, bias))
-
-
-@requires_torch
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("xs, ws, bias, kw", CONV1D, ids=str)
-def test_conv1d_torch(xs, ws, bias, kw, dtype):
-    compare_torch(_fn(F, "conv1d", kw), _fn(TF, "conv1d", kw), *_conv_arrays(xs, ws, bias, dtype))
-
-
 # ---------------------------------------------------------------------- transposed convolutions
 CONVT2D = [
     ((2, 3, 4, 4), (3, 2, 3, 3), True, {}),
@@ -161,32 +135,7 @@ CONVT2D = [
     ((2, 3, 3), (2, 2, 2, 2), True, dict(stride=2)),  # unbatched
 ]
 
-
-@pytest.mark.parametrize("xs, ws, bias, kw", CONVT2D, ids=str)
-def test_conv_transpose2d_gradcheck(xs, ws, bias, kw):
-    arrays = _conv_arrays(xs, ws, False)
-    if bias:
-        arrays.append(rand(ws[1] * kw.get("groups", 1), seed=3))
-    check_grad(_fn(F, "conv_transpose2d", kw), *arrays)
-
-
-@requires_torch
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("xs, ws, bias, kw", CONVT2D, ids=str)
-def test_conv_transpose2d_torch(xs, ws, bias, kw, dtype):
-    arrays = _conv_arrays(xs, ws, False, dtype)
-    if bias:
-        arrays.append(rand(ws[1] * kw.get("groups", 1), seed=3, dtype=dtype))
-    compare_torch(_fn(F, "conv_transpose2d", kw), _fn(TF, "conv_transpose2d", kw), *arrays)
-
-
-@requires_torch
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_conv_transpose1d(dtype):
-    kw = dict(stride=3, padding=1, output_padding=2, dilation=1)
-    arrays = [rand(2, 3, 5, dtype=dtype), rand(3, 2, 4, seed=2, dtype=dtype), rand(2, seed=3, dtype=dtype)]
-    compare_torch(_fn(F, "conv_transpose1d", kw), _fn(TF, "conv_transpose1d", kw), *arrays)
-    check_grad(_fn(F, "conv_transpose1d", kw), *[a.astype(np.float64) for a in arrays])
+CONVT1D = [((2, 3, 5), (3, 2, 4), True, dict(stride=3, padding=1, output_padding=2, dilation=1))]
 
 
 # ---------------------------------------------------------------------- unfold / fold
@@ -197,27 +146,11 @@ UNFOLD = [
 ]
 
 
-@pytest.mark.parametrize("xs, kw", UNFOLD, ids=str)
-def test_unfold(xs, kw):
-    check_grad(_fn(F, "unfold", kw), rand(*xs))
-    if torch is not None:
-        for dtype in DTYPES:
-            compare_torch(_fn(F, "unfold", kw), _fn(TF, "unfold", kw), rand(*xs, dtype=dtype))
-
-
 FOLD = [
     ((2, 3 * 4, 12), dict(output_size=(4, 5), kernel_size=2)),
     ((1, 2 * 6, 20), dict(output_size=(6, 7), kernel_size=(2, 3), dilation=(1, 2), padding=1, stride=(2, 1))),
     ((2 * 9, 16), dict(output_size=4, kernel_size=3, padding=1)),  # unbatched
 ]
-
-
-@pytest.mark.parametrize("xs, kw", FOLD, ids=str)
-def test_fold(xs, kw):
-    check_grad(_fn(F, "fold", kw), rand(*xs))
-    if torch is not None:
-        for dtype in DTYPES:
-            compare_torch(_fn(F, "fold", kw), _fn(TF, "fold", kw), rand(*xs, dtype=dtype))
 
 
 def test_fold_is_unfold_adjoint():
@@ -246,18 +179,6 @@ PAD = [
     ((2, 3, 5), (2, 5), "circular"),
     ((2, 3, 4, 5), (1, 3, 4, 2), "circular"),
 ]
-
-
-@pytest.mark.parametrize("xs, p, mode", PAD, ids=str)
-def test_pad_gradcheck(xs, p, mode):
-    check_grad(lambda x: F.pad(x, p, mode=mode), rand(*xs))
-
-
-@requires_torch
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("xs, p, mode", PAD, ids=str)
-def test_pad_torch(xs, p, mode, dtype):
-    compare_torch(lambda x: F.pad(x, p, mode=mode), lambda x: TF.pad(x, p, mode=mode), rand(*xs, dtype=dtype))
 
 
 @requires_torch
@@ -290,16 +211,33 @@ INTERP = [
 ]
 
 
-@pytest.mark.parametrize("xs, kw", INTERP, ids=str)
-def test_interpolate_gradcheck(xs, kw):
-    check_grad(_fn(F, "interpolate", kw), rand(*xs))
+
+# ---------------------------------------------------------------------- every functional op above: gradients, parity
+def _conv_case(op, xs, ws, bias, kw):
+    """A convolution case as (op, input shapes, kwargs): input, weight and, with bias, a bias over the output
+    channels (weight.size(0); weight.size(1)·groups when transposed)."""
+    out = ws[1] * kw.get("groups", 1) if op.startswith("conv_transpose") else ws[0]
+    return op, (xs, ws) + (((out,),) if bias else ()), kw
+
+
+# (op, shapes of its positional inputs, keyword arguments)
+CASES = ([_conv_case(op, *c) for op, table in (("conv2d", CONV2D), ("conv1d", CONV1D), ("conv_transpose2d", CONVT2D),
+                                              ("conv_transpose1d", CONVT1D)) for c in table]
+         + [("unfold", (xs,), kw) for xs, kw in UNFOLD] + [("fold", (xs,), kw) for xs, kw in FOLD]
+         + [("pad", (xs,), dict(pad=p, mode=mode)) for xs, p, mode in PAD]
+         + [("interpolate", (xs,), kw) for xs, kw in INTERP])
+
+
+@pytest.mark.parametrize("op, shapes, kw", CASES, ids=str)
+def test_gradcheck(op, shapes, kw):
+    check_grad(_fn(F, op, kw), *_arrays(shapes))
 
 
 @requires_torch
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("xs, kw", INTERP, ids=str)
-def test_interpolate_torch(xs, kw, dtype):
-    compare_torch(_fn(F, "interpolate", kw), _fn(TF, "interpolate", kw), rand(*xs, dtype=dtype))
+@pytest.mark.parametrize("op, shapes, kw", CASES, ids=str)
+def test_torch_parity(op, shapes, kw, dtype):
+    compare_torch(_fn(F, op, kw), _fn(TF, op, kw), *_arrays(shapes, dtype))
 
 
 # ---------------------------------------------------------------------- layers

@@ -90,14 +90,6 @@ def test_linear_double_backward_parity():
         np.testing.assert_allclose(a, c, rtol=1e-10, atol=1e-12)
 
 
-def test_linear_float32_stays_float32():
-    x, w, b = (ember.from_numpy(a).requires_grad_() for a in _lin_args((2, 3, 4), (5, 4), (5,), np.float32))
-    y = F.linear(x, w, b)
-    assert y.dtype == ember.float32
-    y.sum().backward()
-    assert x.grad.dtype == w.grad.dtype == b.grad.dtype == ember.float32
-
-
 def test_linear_errors():
     x = ember.randn(3, 4)
     with pytest.raises(RuntimeError, match=r"3x4 and 3x5.*in_features \(3\)"):
@@ -145,6 +137,15 @@ def test_bilinear_errors():
         F.bilinear(a, a, ember.randn(4, 4))
     with pytest.raises(RuntimeError, match="bias size"):
         F.bilinear(a, a, w, ember.randn(3))
+
+
+@pytest.mark.parametrize("fn, arrays", [(F.linear, _lin_args((2, 3, 4), (5, 4), (5,), np.float32)),
+                                        (F.bilinear, _bil_args((2, 3), np.float32))], ids=["linear", "bilinear"])
+def test_float32_stays_float32(fn, arrays):
+    inputs = [ember.from_numpy(a).requires_grad_() for a in arrays]
+    y = fn(*inputs)
+    y.sum().backward()
+    assert [y.dtype] + [t.grad.dtype for t in inputs] == [ember.float32] * (1 + len(inputs))
 
 
 # ---------------------------------------------------------------------- embedding

@@ -58,15 +58,6 @@ def test_batch_norm_parity_and_running_stats(shape, training, affine, dtype):
         assert e.dtype == ember.float32 if dtype == np.float32 else e.dtype == ember.float64
 
 
-def test_batch_norm_float32_stays_float32():
-    x = ember.randn(8, 3, 4, requires_grad=True)
-    w, b = ember.ones(3, requires_grad=True), ember.zeros(3, requires_grad=True)
-    y = F.batch_norm(x, ember.zeros(3), ember.ones(3), w, b, training=True)
-    assert y.dtype == ember.float32
-    y.sum().backward()
-    assert x.grad.dtype == w.grad.dtype == b.grad.dtype == ember.float32
-
-
 def test_batch_norm_errors():
     x = ember.randn(4, 3)
     with pytest.raises(ValueError, match=r"Expected more than 1 value per channel when training.*\[1, 3\]"):
@@ -141,12 +132,8 @@ def test_layer_norm_output_modified_in_place_keeps_gradient():
     np.testing.assert_allclose(x.grad.numpy(), g_ref, atol=1e-12)
 
 
-def test_layer_norm_float32_and_errors():
-    x = ember.randn(3, 5, requires_grad=True)
-    w = ember.ones(5, requires_grad=True)
-    y = F.layer_norm(x, (5,), w)
-    y.sum().backward()
-    assert y.dtype == x.grad.dtype == w.grad.dtype == ember.float32
+def test_layer_norm_errors():
+    x = ember.randn(3, 5)
     with pytest.raises(RuntimeError, match=r"normalized_shape=\[4\], expected input with shape \[\*, 4\].*\[3, 5\]"):
         F.layer_norm(x, (4,))
     with pytest.raises(RuntimeError, match=r"weight to be of same shape as normalized_shape.*\[4\]"):
@@ -186,6 +173,21 @@ def test_group_norm_errors():
         F.group_norm(ember.randn(4), 2)
     with pytest.raises(ValueError, match="more than 1 value per channel"):
         F.group_norm(ember.randn(1, 2), 2)
+
+
+# (op on float32 x (8, 3, 4), γ and β of shape c): float32 output and gradients, no silent upcast
+FLOAT32 = [(lambda x, w, b: F.batch_norm(x, ember.zeros(3), ember.ones(3), w, b, training=True), (3,)),
+           (lambda x, w, b: F.layer_norm(x, (3, 4), w, b), (3, 4)),
+           (lambda x, w, b: F.group_norm(x, 3, w, b), (3,))]
+
+
+@pytest.mark.parametrize("fn, c", FLOAT32, ids=["batch_norm", "layer_norm", "group_norm"])
+def test_float32_stays_float32(fn, c):
+    x = ember.randn(8, 3, 4, requires_grad=True)
+    w, b = ember.ones(*c, requires_grad=True), ember.zeros(*c, requires_grad=True)
+    y = fn(x, w, b)
+    (y * y).sum().backward()
+    assert y.dtype == x.grad.dtype == w.grad.dtype == b.grad.dtype == ember.float32
 
 
 # ---------------------------------------------------------------------- modules

@@ -36,20 +36,6 @@ MAXPOOL = [
 ]
 
 
-@pytest.mark.parametrize("xs, kw", MAXPOOL, ids=str)
-def test_max_pool2d_gradcheck(xs, kw):
-    check_grad(_fn(F, "max_pool2d", kw), _distinct(*xs))
-
-
-@requires_torch
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("xs, kw", MAXPOOL, ids=str)
-def test_max_pool2d_torch(xs, kw, dtype):
-    compare_torch(_fn(F, "max_pool2d", kw), _fn(TF, "max_pool2d", kw), rand(*xs, dtype=dtype))
-    kw = dict(kw, return_indices=True)
-    compare_torch(_fn(F, "max_pool2d", kw), _fn(TF, "max_pool2d", kw), rand(*xs, seed=1, dtype=dtype))
-
-
 @requires_torch
 @pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=1, padding=1)], ids=str)
 def test_max_pool2d_ties_pick_the_first_maximum(kw):
@@ -112,43 +98,37 @@ AVGPOOL = [
 ]
 
 
-@pytest.mark.parametrize("xs, kw", AVGPOOL, ids=str)
-def test_avg_pool2d_gradcheck(xs, kw):
-    check_grad(_fn(F, "avg_pool2d", kw), rand(*xs))
-
-
-@requires_torch
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("xs, kw", AVGPOOL, ids=str)
-def test_avg_pool2d_torch(xs, kw, dtype):
-    compare_torch(_fn(F, "avg_pool2d", kw), _fn(TF, "avg_pool2d", kw), rand(*xs, dtype=dtype))
-
-
 # ---------------------------------------------------------------------- adaptive pooling
 ADAPTIVE = [((2, 3, 6, 6), 3), ((1, 2, 7, 5), (3, 2)), ((1, 2, 5, 7), (1, 1)), ((1, 2, 5, 6), (None, 4)),
             ((2, 4, 3), (5, 7)), ((1, 1, 4, 4), (4, 4))]
-
-
-@pytest.mark.parametrize("xs, out", ADAPTIVE, ids=str)
-def test_adaptive_gradcheck(xs, out):
-    check_grad(lambda x: F.adaptive_avg_pool2d(x, out), rand(*xs))
-    check_grad(lambda x: F.adaptive_max_pool2d(x, out), _distinct(*xs))
-
-
-@requires_torch
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("xs, out", ADAPTIVE, ids=str)
-def test_adaptive_torch(xs, out, dtype):
-    x = rand(*xs, dtype=dtype)
-    compare_torch(lambda t: F.adaptive_avg_pool2d(t, out), lambda t: TF.adaptive_avg_pool2d(t, out), x)
-    compare_torch(lambda t: F.adaptive_max_pool2d(t, out, return_indices=True),
-                  lambda t: TF.adaptive_max_pool2d(t, out, return_indices=True), x)
 
 
 @requires_torch
 def test_adaptive_max_pool2d_ties():
     x = np.maximum(rand(2, 3, 7, 5, seed=6), 0)
     compare_torch(lambda t: F.adaptive_max_pool2d(t, (3, 2), True), lambda t: TF.adaptive_max_pool2d(t, (3, 2), True), x)
+
+
+# ---------------------------------------------------------------------- every pooling op: gradients, PyTorch parity
+# (op, input shape, keyword arguments)
+POOL = ([("max_pool2d", xs, kw) for xs, kw in MAXPOOL] + [("avg_pool2d", xs, kw) for xs, kw in AVGPOOL]
+        + [(op, xs, dict(output_size=out)) for op in ("adaptive_avg_pool2d", "adaptive_max_pool2d")
+           for xs, out in ADAPTIVE])
+
+
+@pytest.mark.parametrize("op, xs, kw", POOL, ids=str)
+def test_pool_gradcheck(op, xs, kw):
+    check_grad(_fn(F, op, kw), _distinct(*xs))  # no ties: a finite difference never crosses a max's switch
+
+
+@requires_torch
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op, xs, kw", POOL, ids=str)
+def test_pool_torch(op, xs, kw, dtype):
+    compare_torch(_fn(F, op, kw), _fn(TF, op, kw), rand(*xs, dtype=dtype))
+    if "max" in op:  # the indices too
+        kw = dict(kw, return_indices=True)
+        compare_torch(_fn(F, op, kw), _fn(TF, op, kw), rand(*xs, seed=1, dtype=dtype))
 
 
 # ---------------------------------------------------------------------- layers

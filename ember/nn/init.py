@@ -192,7 +192,12 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
-def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str) -> float:
+def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str, fn: str) -> float | None:
+    """gain/√fan for kaiming_*_; None, with PyTorch's warning, for a zero-element tensor (left as it is)."""
+    _check(tensor, fn)
+    if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+        return None
     fan = _calculate_correct_fan(tensor, mode)
     return calculate_gain(nonlinearity, a) / math.sqrt(fan)
 
@@ -200,22 +205,28 @@ def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str) -> floa
 def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
                      generator=None) -> Tensor:
     """U(−bound, bound) with bound = gain·√(3/fan) (He et al., 2015); a is leaky_relu's negative slope."""
-    _check(tensor, "kaiming_uniform_")
-    if 0 in tensor.shape:
-        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
+    std = _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_uniform_")
+    if std is None:
         return tensor
-    bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity)
+    bound = math.sqrt(3.0) * std
     return uniform_(tensor, -bound, bound, generator)
 
 
 def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
                     generator=None) -> Tensor:
     """N(0, std²) with std = gain/√fan (He et al., 2015); a is leaky_relu's negative slope."""
-    _check(tensor, "kaiming_normal_")
-    if 0 in tensor.shape:
-        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
-        return tensor
-    return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
+    std = _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_normal_")
+    return tensor if std is None else normal_(tensor, 0.0, std, generator)
+
+
+def _default_layer_init_(weight: Tensor, bias: Tensor | None) -> None:
+    """PyTorch's default init of Linear and the convolutions: weight by kaiming_uniform_ with a=√5, which is
+    U(±1/√fan_in), and bias ~ U(±1/√fan_in) too (zeros when fan_in is 0)."""
+    kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = _calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        uniform_(bias, -bound, bound)
 
 
 def orthogonal_(tensor: Tensor, gain: float = 1, generator=None) -> Tensor:

@@ -289,8 +289,9 @@ def _vector(fn):
     return forward
 
 
-class Softmax(Op):
-    """y = e^(x - m) / Σ e^(x - m) along `axis` (m = max, so nothing overflows);  dx = y·(g - Σ g·y)."""
+class _MaxShifted(Op):
+    """Softmax and LogSoftmax: forward shifts x by its max m along `axis` (so nothing overflows) and `_finish`es
+    that in place; backward reads only the saved output."""
 
     saves_inputs, saves_output = False, True
 
@@ -299,7 +300,14 @@ class Softmax(Op):
         self.axis = axis
         if x.size == 0:
             return x.copy()
-        y = x - x.max(axis=axis, keepdims=True)
+        return self._finish(x - x.max(axis=axis, keepdims=True), axis)
+
+
+class Softmax(_MaxShifted):
+    """y = e^(x - m) / Σ e^(x - m) along `axis` (m = max, so nothing overflows);  dx = y·(g - Σ g·y)."""
+
+    @staticmethod
+    def _finish(y, axis):
         np.exp(y, out=y)
         y /= y.sum(axis=axis, keepdims=True)
         return y
@@ -328,17 +336,11 @@ class SoftmaxGrad(Op):
         return gg, gy, None
 
 
-class LogSoftmax(Op):
+class LogSoftmax(_MaxShifted):
     """y = x - m - ln Σ e^(x - m) along `axis` (m = max);  dx = g - e^y·Σ g."""
 
-    saves_inputs, saves_output = False, True
-
-    @_vector
-    def forward(self, x, axis):
-        self.axis = axis
-        if x.size == 0:
-            return x.copy()
-        y = x - x.max(axis=axis, keepdims=True)
+    @staticmethod
+    def _finish(y, axis):
         y -= np.log(np.exp(y).sum(axis=axis, keepdims=True))
         return y
 

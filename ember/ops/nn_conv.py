@@ -311,15 +311,21 @@ def _from_2d(y: Tensor, batched: bool, one_d: bool) -> Tensor:
 
 
 # ---------------------------------------------------------------------- conv1d / conv2d
-def _convnd(op: str, nd: int, input, weight, bias, stride, padding, dilation, groups) -> Tensor:
+def _conv_inputs(op: str, nd: int, input, weight, bias, groups, transposed: bool) -> tuple:
+    """Checked (x, w, batched, x as (N, C, H, W), groups) for the nd-D convolution `op`."""
     x = _tensor(input, op, "input", 1)
     w = _tensor(weight, op, "weight", 2)
     if w.ndim != nd + 2:
-        raise RuntimeError(f"{op}(): expected a {nd + 2}-D weight (out_channels, in_channels/groups, "
+        channels = "in_channels, out_channels/groups" if transposed else "out_channels, in_channels/groups"
+        raise RuntimeError(f"{op}(): expected a {nd + 2}-D weight ({channels}, "
                            f"{', '.join('kH kW'.split()[-nd:])}), got weight of size {list(w.shape)}")
     batched = _batched(x, nd, op)
     x2 = _as_2d(x, batched, nd == 1)
-    groups = _conv_checks(op, x2, w, bias, groups, False)
+    return x, w, batched, x2, _conv_checks(op, x2, w, bias, groups, transposed)
+
+
+def _convnd(op: str, nd: int, input, weight, bias, stride, padding, dilation, groups) -> Tensor:
+    x, w, batched, x2, groups = _conv_inputs(op, nd, input, weight, bias, groups, False)
     win = _conv_win(op, x.shape[-nd:], tuple(w.shape[2:]), stride, padding, dilation)
     w2 = View.apply(w, w.shape[:2] + (1,) + w.shape[2:]) if nd == 1 else w
     keep = w.requires_grad and MODE.grad
@@ -344,14 +350,7 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
 # ---------------------------------------------------------------------- transposed convolution
 def _conv_transposend(op: str, nd: int, input, weight, bias, stride, padding, output_padding, groups,
                       dilation) -> Tensor:
-    x = _tensor(input, op, "input", 1)
-    w = _tensor(weight, op, "weight", 2)
-    if w.ndim != nd + 2:
-        raise RuntimeError(f"{op}(): expected a {nd + 2}-D weight (in_channels, out_channels/groups, "
-                           f"{', '.join('kH kW'.split()[-nd:])}), got weight of size {list(w.shape)}")
-    batched = _batched(x, nd, op)
-    x2 = _as_2d(x, batched, nd == 1)
-    groups = _conv_checks(op, x2, w, bias, groups, True)
+    x, w, batched, x2, groups = _conv_inputs(op, nd, input, weight, bias, groups, True)
     if isinstance(padding, str):
         raise RuntimeError(f"{op}(): padding must be an int or a tuple of {nd} ints for transposed convolutions, "
                            f"got {padding!r}")

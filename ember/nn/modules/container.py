@@ -23,7 +23,32 @@ def _index(idx, n: int, cls: str) -> int:
     return i + n if i < 0 else i
 
 
-class Sequential(Module):
+class _NumberedModules(Module):
+    """What Sequential and ModuleList share: sub-modules in order, named '0', '1', ... when built by position."""
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def append(self, module: Module) -> "_NumberedModules":
+        self.add_module(str(len(self)), module)
+        return self
+
+    def pop(self, key: int) -> Module:
+        v = self[key]
+        del self[key]
+        return v
+
+    def _renumber(self, items: list) -> None:
+        """Re-register items as '0', '1', ... so that names stay in step with indices (as PyTorch's do)."""
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self._modules[str(i)] = m
+
+
+class Sequential(_NumberedModules):
     """Modules applied in order: `Sequential(a, b, c)(x) == c(b(a(x)))`.
 
     Built from modules (named '0', '1', ...) or from an OrderedDict of name → module."""
@@ -42,12 +67,6 @@ class Sequential(Module):
             input = m(input)
         return input
 
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return type(self)(OrderedDict(list(self._modules.items())[idx]))
@@ -61,16 +80,8 @@ class Sequential(Module):
         keys = list(self._modules)
         for key in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(keys), type(self).__name__)]]):
             del self._modules[key]
-        # renumber so that indexing and names stay in step (as PyTorch does)
-        items = list(self._modules.values())
         if all(k.isdigit() for k in keys):
-            self._modules.clear()
-            for i, m in enumerate(items):
-                self._modules[str(i)] = m
-
-    def append(self, module: Module) -> "Sequential":
-        self.add_module(str(len(self)), module)
-        return self
+            self._renumber(list(self._modules.values()))
 
     def extend(self, modules: Iterable[Module]) -> "Sequential":
         for m in modules:
@@ -86,15 +97,8 @@ class Sequential(Module):
         index = index + n if index < 0 else index
         items = list(self._modules.values())
         items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
+        self._renumber(items)
         return self
-
-    def pop(self, key: int) -> Module:
-        v = self[key]
-        del self[key]
-        return v
 
     def __add__(self, other: "Sequential") -> "Sequential":
         if not isinstance(other, Sequential):
@@ -108,19 +112,13 @@ class Sequential(Module):
         return [k for k in super().__dir__() if not k.isdigit()]
 
 
-class ModuleList(Module):
+class ModuleList(_NumberedModules):
     """A list of sub-modules, registered (so their parameters are the owner's) and indexable."""
 
     def __init__(self, modules: Iterable[Module] | None = None) -> None:
         super().__init__()
         if modules is not None:
             self.extend(modules)
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
@@ -136,13 +134,7 @@ class ModuleList(Module):
             del items[idx]
         else:
             del items[_index(idx, len(items), type(self).__name__)]
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
-
-    def append(self, module: Module) -> "ModuleList":
-        self.add_module(str(len(self)), module)
-        return self
+        self._renumber(items)
 
     def extend(self, modules: Iterable[Module]) -> "ModuleList":
         if isinstance(modules, (Module, Tensor)) or not hasattr(modules, "__iter__"):
@@ -152,16 +144,11 @@ class ModuleList(Module):
         return self
 
     def insert(self, index: int, module: Module) -> None:
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{_type_name(module)} is not a Module subclass")
         items = list(self._modules.values())
         items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self.add_module(str(i), m)
-
-    def pop(self, key: int) -> Module:
-        v = self[key]
-        del self[key]
-        return v
+        self._renumber(items)
 
     def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
         return self.extend(modules)

@@ -1,13 +1,10 @@
 """Convolution layers: Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d (PyTorch's names, parameters, init and repr)."""
 from __future__ import annotations
 
-import math
-
-from ..._creation import empty
 from ..._tensor import Tensor
 from ...ops.nn_conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, pad
 from .. import init
-from ..parameter import Parameter
+from .linear import _register_weight_and_bias
 from .module import Module
 
 __all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
@@ -70,20 +67,11 @@ class _ConvNd(Module):
             self._reversed_padding_repeated_twice = [p for p in reversed(padding) for _ in range(2)]
         shape = ((in_channels, out_channels // groups) if self._transposed else
                  (out_channels, in_channels // groups)) + self.kernel_size
-        self.weight = Parameter(empty(shape, dtype=dtype, device=device))
-        if bias:
-            self.bias = Parameter(empty(out_channels, dtype=dtype, device=device))
-        else:
-            self.register_parameter("bias", None)
+        _register_weight_and_bias(self, shape, out_channels if bias else None, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            if fan_in != 0:
-                bound = 1 / math.sqrt(fan_in)
-                init.uniform_(self.bias, -bound, bound)
+        init._default_layer_init_(self.weight, self.bias)
 
     def extra_repr(self) -> str:
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"

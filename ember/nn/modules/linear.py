@@ -13,6 +13,15 @@ from .module import Module
 __all__ = ["Identity", "Linear", "Bilinear"]
 
 
+def _register_weight_and_bias(m: Module, weight_shape: tuple, bias_size: int | None, dtype, device) -> None:
+    """Register the uninitialised parameters m.weight of weight_shape and m.bias of bias_size (None: no bias)."""
+    m.weight = Parameter(empty(weight_shape, dtype=dtype, device=device))
+    if bias_size is not None:
+        m.bias = Parameter(empty(bias_size, dtype=dtype, device=device))
+    else:
+        m.register_parameter("bias", None)
+
+
 class Identity(Module):
     """Returns its input unchanged; accepts (and ignores) any constructor arguments, as PyTorch's."""
 
@@ -32,19 +41,11 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(empty((out_features, in_features), dtype=dtype, device=device))
-        if bias:
-            self.bias = Parameter(empty(out_features, dtype=dtype, device=device))
-        else:
-            self.register_parameter("bias", None)
+        _register_weight_and_bias(self, (out_features, in_features), out_features if bias else None, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        init._default_layer_init_(self.weight, self.bias)
 
     def forward(self, input: Tensor) -> Tensor:
         try:
@@ -72,11 +73,8 @@ class Bilinear(Module):
         self.in1_features = in1_features
         self.in2_features = in2_features
         self.out_features = out_features
-        self.weight = Parameter(empty((out_features, in1_features, in2_features), dtype=dtype, device=device))
-        if bias:
-            self.bias = Parameter(empty(out_features, dtype=dtype, device=device))
-        else:
-            self.register_parameter("bias", None)
+        _register_weight_and_bias(self, (out_features, in1_features, in2_features), out_features if bias else None,
+                                  dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

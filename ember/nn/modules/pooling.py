@@ -9,6 +9,12 @@ __all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d"]
 
 
 class _Pool2d(Module):
+    def _window(self, kernel_size, stride, padding) -> None:
+        """The window attributes of MaxPool2d and AvgPool2d; stride defaults to kernel_size."""
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+
     def _shape_error(self, input) -> None:
         """Called when the functional op failed: name this layer if the input's rank is what is wrong."""
         if isinstance(input, Tensor) and input.ndim not in (3, 4):
@@ -29,9 +35,7 @@ class MaxPool2d(_Pool2d):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
                  ceil_mode: bool = False) -> None:
         super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
+        self._window(kernel_size, stride, padding)
         self.dilation = dilation
         self.return_indices = return_indices
         self.ceil_mode = ceil_mode
@@ -51,9 +55,7 @@ class AvgPool2d(_Pool2d):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
                  divisor_override: int | None = None) -> None:
         super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
+        self._window(kernel_size, stride, padding)
         self.ceil_mode = ceil_mode
         self.count_include_pad = count_include_pad
         self.divisor_override = divisor_override
