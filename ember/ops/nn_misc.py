@@ -260,6 +260,16 @@ def _renorm_rows(weight: Tensor, idx, max_norm: float, norm_type: float) -> None
         bump_version(weight)
 
 
+def padding_index(padding_idx: int | None, n: int) -> int | None:
+    """`padding_idx` as a row number of an n-row embedding (negative counts from the end), checked."""
+    if padding_idx is None:
+        return None
+    if not -n <= padding_idx < n:
+        raise AssertionError(f"Padding_idx must be within num_embeddings: got padding_idx={padding_idx} for "
+                             f"{n} embeddings")
+    return padding_idx + n if padding_idx < 0 else padding_idx
+
+
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
               norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Rows of `weight` (num_embeddings, embedding_dim) picked by the integer tensor `input`: shape (*input, dim).
@@ -278,12 +288,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
         raise RuntimeError(f"embedding(): 'weight' must be 2-D (num_embeddings, embedding_dim), got shape "
                            f"{list(w.shape)}")
     n = w.shape[0]
-    if padding_idx is not None:
-        if not -n <= padding_idx < n:
-            raise AssertionError(f"Padding_idx must be within num_embeddings: got padding_idx={padding_idx} for "
-                                 f"{n} embeddings")
-        if padding_idx < 0:
-            padding_idx += n
+    padding_idx = padding_index(padding_idx, n)
     if idx.size and (idx.min() < 0 or idx.max() >= n):
         bad = idx.min() if idx.min() < 0 else idx.max()
         raise IndexError(f"embedding(): index out of range in self: index {int(bad)} for a weight of {n} rows "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..._creation import empty
 from ..._tensor import Tensor, bump_version
-from ...ops.nn_misc import embedding
+from ...ops.nn_misc import embedding, padding_index
 from .. import init
 from ..parameter import Parameter
 from .module import Module
@@ -23,13 +23,7 @@ class Embedding(Module):
         super().__init__()
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
-        if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise AssertionError(f"Padding_idx must be within num_embeddings: got padding_idx={padding_idx} for "
-                                     f"{num_embeddings} embeddings")
-            if padding_idx < 0:
-                padding_idx += num_embeddings
-        self.padding_idx = padding_idx
+        self.padding_idx = padding_index(padding_idx, num_embeddings)
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
