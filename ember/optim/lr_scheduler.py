@@ -83,7 +83,7 @@ class LRScheduler:
 
     def get_lr(self) -> list[float]:
         """The learning rates for `last_epoch` (call `get_last_lr()` to read the current ones)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"abstract: {type(self).__name__} must define get_lr() (LRScheduler is a base class)")
 
     def get_last_lr(self) -> list[float]:
         """The learning rates set by the last `step()`, one per param group."""
