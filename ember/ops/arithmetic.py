@@ -433,7 +433,7 @@ _GEMV_MIN = 4096  # below this size np.sum is as fast and the GEMV setup dominat
 _ONES: dict = {}
 
 
-def _ones(n: int, dtype) -> np.ndarray:
+def ones_vector(n: int, dtype) -> np.ndarray:
     """A read-only vector of n ones, cached per dtype (grown as needed) for GEMV sums."""
     v = _ONES.get(dtype)
     if v is None or v.size < n:
@@ -453,7 +453,7 @@ def sum_array(x, axes: tuple, keepdim: bool):
         # sums over leading axes (column sums of a tall array): one GEMV is far faster than
         # np.sum(axis=0), which strides across rows (PERF_NOTES: 2.2 ms vs 0.14 ms on (100352, 16))
         rest = x.shape[n:]
-        out = _ones(math.prod(x.shape[:n]), x.dtype) @ x.reshape(-1, math.prod(rest))
+        out = ones_vector(math.prod(x.shape[:n]), x.dtype) @ x.reshape(-1, math.prod(rest))
         return out.reshape((1,) * n + rest if keepdim else rest)
     return x.sum(axis=None if n == x.ndim else axes, keepdims=keepdim)
 

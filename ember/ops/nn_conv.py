@@ -22,6 +22,7 @@ from numpy.lib.stride_tricks import as_strided
 from .._tensor import Tensor, make
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE
+from .arithmetic import ones_vector
 from .indexing import IndexSelect
 from .shape import View, broadcast_to
 
@@ -165,8 +166,8 @@ class ChannelSum(Op):
         self.shape = g.shape
         n, o, h, w = g.shape
         rows = g.reshape(n * o, h * w)
-        per_image = (rows @ np.ones(rows.shape[1], g.dtype)).reshape(n, o)
-        return np.ones(n, g.dtype) @ per_image
+        per_image = (rows @ ones_vector(rows.shape[1], g.dtype)).reshape(n, o)
+        return ones_vector(n, g.dtype) @ per_image
 
     def backward(self, gz):
         return broadcast_to(View.apply(gz, (1, self.shape[1], 1, 1)), self.shape)

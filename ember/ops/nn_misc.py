@@ -15,7 +15,7 @@ from .. import _dtype as dt
 from .._tensor import Tensor, bump_version, make
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE, no_grad
-from .arithmetic import sum_to
+from .arithmetic import ones_vector, sum_to
 from .indexing import _add_rows
 from .linalg import Matmul, _cname, matmul
 from .reduce import norm
@@ -79,24 +79,10 @@ def _linear_grads(node: Linear, g, x, w, b) -> tuple:
         gw = make(g2.T @ x.reshape(-1, x.shape[-1]))
     if b is not None and node.needs(2):
         if b.shape == (m,):
-            gb = make(_ones(g2.shape[0], g.dtype) @ g2)  # column sums as one GEMV
+            gb = make(ones_vector(g2.shape[0], g.dtype) @ g2)  # column sums as one GEMV
         else:
             gb = sum_to(make(g), b.shape)
     return gx, gw, gb
-
-
-_ONES: dict = {}
-
-
-def _ones(n: int, dtype) -> np.ndarray:
-    """A cached read-only vector of n ones."""
-    v = _ONES.get((n, dtype))
-    if v is None:
-        if len(_ONES) > 64:
-            _ONES.clear()
-        v = _ONES[n, dtype] = np.ones(n, dtype)
-        v.flags.writeable = False
-    return v
 
 
 class LinearWeightGrad(Op):
