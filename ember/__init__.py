@@ -29,7 +29,7 @@ from .ops.indexing import *  # noqa: F401,F403
 from .ops.linalg import *  # noqa: F401,F403
 from . import cuda, viz
 from .serialization import save, load
-from . import nn, optim  # noqa: E402  (after the ops: nn and optim build on them)
+from . import nn, optim, utils  # noqa: E402  (after the ops: nn, optim and utils.data build on them)
 
 # NumPy's floating-point warnings (log(0), x/0, overflow) are PyTorch's silent inf/NaN:
 # silence them for ember's own calls only, leaving the user's NumPy code untouched.

@@ -1,40 +1,202 @@
-"""The main job, `python -m ember train`, end to end (and once as a real subprocess)."""
+"""The main job, `python -m ember train|evaluate|data`, end to end: the embedded digits, generated
+MNIST-format files, checkpoints that survive SIGKILL, and one-line errors."""
+import gzip
+import json
 import os
+import signal
+import struct
 import subprocess
 import sys
+import time
 
 import numpy as np
+import pytest
 
 import ember
+from ember.cli import main
 
-from ember.__main__ import main, spirals
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
 
-def test_train_reaches_accuracy_saves_and_reloads(tmp_path, capsys):
-    out = tmp_path / "model.safetensors"
-    assert main(["train", "--out", str(out), "--seed", "1"]) == 0
+def write_idx(path, array: np.ndarray, compress: bool = False) -> None:
+    """An IDX file (big-endian header: magic 0x0000 08 ndim, then each dimension) holding uint8 `array`."""
+    raw = struct.pack(">I", 0x0800 | array.ndim) + struct.pack(f">{array.ndim}I", *array.shape) + array.tobytes()
+    with (gzip.open if compress else open)(path, "wb") as f:
+        f.write(raw)
+
+
+def make_mnist_like(root, folder: str = "MNIST", n_train: int = 400, n_test: int = 200, seed: int = 0) -> None:
+    """A few hundred 28x28 images whose class decides where a bright square sits, plus noise."""
+    rng = np.random.default_rng(seed)
+    raw = root / folder / "raw"
+    raw.mkdir(parents=True)
+    for split, n, compress in (("train", n_train, True), ("t10k", n_test, False)):
+        labels = rng.integers(0, 10, n).astype(np.uint8)
+        images = rng.integers(0, 60, (n, 28, 28)).astype(np.uint8)
+        for i, c in enumerate(labels):
+            r, k = 3 + 12 * (c // 5), 1 + 5 * (c % 5)
+            images[i, r:r + 8, k:k + 5] = 255
+        suffix = ".gz" if compress else ""
+        write_idx(raw / f"{split}-images-idx3-ubyte{suffix}", images, compress)
+        write_idx(raw / f"{split}-labels-idx1-ubyte{suffix}", labels, compress)
+
+
+def weights(path) -> dict:
+    return {k: v.numpy() for k, v in ember.load(path)["model"].items()}
+
+
+def run_cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "ember", *args], capture_output=True, text=True, env=ENV,
+                          timeout=timeout, cwd=ROOT)
+
+
+def test_default_job_on_digits_reaches_accuracy_and_reloads(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), "--min-accuracy", "0.96"]) == 0
     text = capsys.readouterr().out
-    assert "identical outputs" in text
-    ckpt = ember.load(out)
-    assert set(ckpt) == {"model", "optimizer", "epoch"} and ckpt["epoch"] == 200
-    assert list(ckpt["model"]) == ["0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"]
-    assert ckpt["model"]["0.weight"].shape == (64, 2)
-    assert len(ckpt["optimizer"]["state"]) == 6  # momentum buffers, resumable
+    assert "resmlp" in text and "digits" in text and "matches the trained model's" in text
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["config"]["epochs"] == len(metrics["epochs"]) == 30
+    last = metrics["epochs"][-1]
+    assert set(last) == {"epoch", "train_loss", "train_acc", "test_loss", "test_acc", "lr", "seconds", "samples_per_s"}
+    assert last["test_acc"] >= 0.96 and last["train_loss"] < metrics["epochs"][0]["train_loss"]
+    assert text.count("test loss") == 30  # one summary line per epoch
+    ckpt = ember.load(out / "checkpoint.safetensors")
+    assert ckpt["epoch"] == 30 and set(ckpt) >= {"model", "optimizer", "scheduler", "rng", "metrics", "config"}
+    pytest.importorskip("matplotlib")
+    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_train_fails_loudly_when_accuracy_is_not_reached(tmp_path):
-    assert main(["train", "--epochs", "1", "--out", str(tmp_path / "m.safetensors"), "--min-accuracy", "0.99"]) == 1
+def test_evaluate_command_reproduces_the_final_accuracy(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), "--epochs", "3", "--model", "mlp"]) == 0
+    final = json.loads((out / "metrics.json").read_text())["epochs"][-1]["test_acc"]
+    capsys.readouterr()
+    assert main(["evaluate", "--checkpoint", str(out / "model.safetensors")]) == 0
+    assert f"accuracy {final:.4f}" in capsys.readouterr().out
 
 
-def test_spirals_are_deterministic():
-    a, b = spirals(50, seed=3), spirals(50, seed=3)
-    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
-    assert not np.array_equal(a[0], spirals(50, seed=4)[0])
+@pytest.mark.parametrize("model", ["cnn", "resnet"])
+def test_convolutional_models_train_on_digits(tmp_path, model):
+    assert main(["train", "--out", str(tmp_path), "--model", model, "--epochs", "2", "--batch-size", "128"]) == 0
+    assert json.loads((tmp_path / "metrics.json").read_text())["epochs"][-1]["test_acc"] > 0.5
 
 
-def test_module_entry_point(tmp_path):
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    r = subprocess.run([sys.executable, "-m", "ember", "train", "--epochs", "3", "--min-accuracy", "0",
-                        "--out", str(tmp_path / "m.safetensors")], capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert "test accuracy" in r.stdout
+def test_mnist_format_files_train_and_evaluate(tmp_path, capsys):
+    make_mnist_like(tmp_path / "data")
+    out = tmp_path / "run"
+    args = ["--dataset", "mnist", "--data-dir", str(tmp_path / "data"), "--model", "cnn"]
+    assert main(["train", *args, "--out", str(out), "--epochs", "3", "--batch-size", "32", "--min-accuracy", "0.9"]) == 0
+    assert "400 train / 200 test" in capsys.readouterr().out
+    assert main(["evaluate", "--checkpoint", str(out / "model.safetensors"), "--data-dir", str(tmp_path / "data")]) == 0
+    assert "mnist test split (200 samples)" in capsys.readouterr().out
+
+
+def test_workers_give_the_same_weights_as_the_main_process(tmp_path):
+    base = ["train", "--epochs", "2", "--model", "mlp", "--optimizer", "sgd", "--lr", "0.05"]
+    assert main([*base, "--out", str(tmp_path / "w0")]) == 0
+    assert main([*base, "--out", str(tmp_path / "w2"), "--workers", "2"]) == 0
+    a, b = weights(tmp_path / "w0" / "model.safetensors"), weights(tmp_path / "w2" / "model.safetensors")
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_seed_decides_the_weights(tmp_path):
+    for seed in (1, 1, 2):
+        assert main(["train", "--epochs", "1", "--seed", str(seed), "--out", str(tmp_path / f"s{seed}")]) == 0
+    w1, w2 = weights(tmp_path / "s1" / "model.safetensors"), weights(tmp_path / "s2" / "model.safetensors")
+    assert not np.array_equal(w1["1.weight"], w2["1.weight"])
+
+
+@pytest.mark.parametrize("scheduler,optimizer", [("step", "sgd"), ("warmup-cosine", "adam"), ("none", "adamw")])
+def test_schedules_and_optimizers(tmp_path, scheduler, optimizer):
+    assert main(["train", "--epochs", "4", "--scheduler", scheduler, "--optimizer", optimizer, "--lr", "0.01",
+                 "--out", str(tmp_path)]) == 0
+    lrs = [e["lr"] for e in json.loads((tmp_path / "metrics.json").read_text())["epochs"]]
+    expected = {"step": [0.01, 0.01, 0.001, 0.0001], "warmup-cosine": None, "none": [0.01] * 4}[scheduler]
+    if expected is None:  # one warm-up epoch from lr/10, then cosine from lr
+        np.testing.assert_allclose(lrs[:2], [0.001, 0.01])
+        assert lrs[2] < lrs[1] and lrs[3] < lrs[2]
+    else:
+        np.testing.assert_allclose(lrs, expected)
+
+
+def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_weights(tmp_path):
+    common = ["train", "--epochs", "6", "--model", "resmlp", "--batch-size", "16", "--seed", "3"]
+    full = run_cli(*common, "--out", str(tmp_path / "full"))
+    assert full.returncode == 0, full.stderr
+    rng = np.random.default_rng(0)
+    out = tmp_path / "killed"
+    for attempt in range(2):  # kill twice, at different moments after the first checkpoint
+        proc = subprocess.Popen([sys.executable, "-m", "ember", *common, "--out", str(out), "--resume"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=ENV, cwd=ROOT)
+        seen = ""
+        while "epoch " not in seen or "/6" not in seen:  # wait for an epoch summary line
+            line = proc.stdout.readline()
+            assert line, "the run ended before finishing an epoch"
+            seen = line if "train loss" in line else ""
+        time.sleep(float(rng.uniform(0.0, 0.3)))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+    assert not (out / "model.safetensors").exists()
+    resumed = run_cli(*common, "--out", str(out), "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming from" in resumed.stdout
+    a, b = weights(tmp_path / "full" / "model.safetensors"), weights(out / "model.safetensors")
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    full_metrics = json.loads((tmp_path / "full" / "metrics.json").read_text())["epochs"]
+    resumed_metrics = json.loads((out / "metrics.json").read_text())["epochs"]
+    assert [m["test_acc"] for m in full_metrics] == [m["test_acc"] for m in resumed_metrics]
+
+
+def test_resume_with_other_settings_is_refused(tmp_path, capsys):
+    assert main(["train", "--epochs", "1", "--out", str(tmp_path)]) == 0
+    assert main(["train", "--epochs", "1", "--lr", "0.5", "--out", str(tmp_path), "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--lr 0.5 (checkpoint: 0.003)" in err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["train", "--model", "transformer9"], "invalid choice: 'transformer9'"),
+    (["train", "--dataset", "mnist", "--data-dir", "{tmp}/nothing"], "fetch mnist"),
+    (["train", "--dataset", "cifar10", "--data-dir", "{tmp}/nothing"], "cifar10"),
+    (["train", "--epochs", "0"], "--epochs and --batch-size must be positive"),
+    (["train", "--lr", "-1"], "--lr must be a positive number"),
+    (["evaluate", "--checkpoint", "{tmp}/missing.safetensors"], "no checkpoint at"),
+    (["evaluate", "--checkpoint", "{tmp}/notes.txt"], "cannot read checkpoint"),
+    (["data", "fetch", "cifar100"], "invalid choice: 'cifar100'"),
+])
+def test_bad_arguments_give_one_clear_line(tmp_path, args, message):
+    (tmp_path / "notes.txt").write_text("not a checkpoint")
+    r = run_cli(*[a.format(tmp=tmp_path) for a in args], timeout=60)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert message in r.stderr
+
+
+def test_checkpoint_of_another_architecture_gives_one_line(tmp_path, capsys):
+    assert main(["train", "--epochs", "1", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", "--checkpoint", str(tmp_path / "model.safetensors"), "--model", "cnn"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "holds a resmlp model, not 'cnn'" in err
+    ember.save({"weights": ember.zeros(3)}, tmp_path / "other.safetensors")
+    assert main(["evaluate", "--checkpoint", str(tmp_path / "other.safetensors")]) == 2
+    assert "not an ember training checkpoint" in capsys.readouterr().err
+
+
+def test_data_fetch_reports_its_source(tmp_path, monkeypatch, capsys):
+    import ember.datasets
+    calls = []
+    monkeypatch.setattr(ember.datasets, "fetch", lambda name, root: calls.append((name, root)) or "from a test")
+    assert main(["data", "fetch", "fashion-mnist", "--root", str(tmp_path)]) == 0
+    assert calls == [("fashion-mnist", str(tmp_path))] and "from a test" in capsys.readouterr().out
+
+
+def test_help_lists_every_option():
+    r = run_cli("train", "--help", timeout=60)
+    assert r.returncode == 0
+    for opt in ("--model", "--dataset", "--data-dir", "--epochs", "--batch-size", "--optimizer", "--lr",
+                "--weight-decay", "--scheduler", "--seed", "--workers", "--out", "--resume"):
+        assert opt in r.stdout

@@ -1,0 +1,83 @@
+"""`python -m ember COMMAND`: train, evaluate, data fetch.
+
+Mistakes in the arguments or inputs (unknown model, missing data, a checkpoint of another
+architecture) end with one line on stderr and exit status 2, not a traceback; set
+EMBER_DEBUG=1 to see the traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line (`--help` still shows the usage)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .models import MODELS
+    from .train import DATASETS, OPTIMIZERS, SCHEDULERS
+
+    parser = _Parser(prog="python -m ember", description="ember's command line: the main job and tools.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("train", help="train a model, evaluate it every epoch, save it and reload it",
+                       description="Train a model on a dataset (default: the embedded digits). Options left out take "
+                                   "the dataset's defaults (see docs/results.md).")
+    p.add_argument("--model", choices=tuple(MODELS), help="default: resmlp (cnn on fashion-mnist, resnet on cifar10)")
+    p.add_argument("--dataset", choices=DATASETS, default="digits")
+    p.add_argument("--data-dir", default="data", help="where MNIST/Fashion-MNIST/CIFAR-10 live (default: ./data)")
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--optimizer", choices=OPTIMIZERS)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--weight-decay", type=float)
+    p.add_argument("--scheduler", choices=SCHEDULERS)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes (default 0)")
+    p.add_argument("--out", help="output folder (default: runs/DATASET-MODEL)")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.safetensors")
+    p.add_argument("--min-accuracy", type=float, default=0.0, help="exit with status 1 below this test accuracy")
+
+    p = sub.add_parser("evaluate", help="evaluate a saved model on a dataset's test split")
+    p.add_argument("--checkpoint", required=True, help="model.safetensors or checkpoint.safetensors from train")
+    p.add_argument("--dataset", choices=DATASETS, help="default: the dataset the model was trained on")
+    p.add_argument("--model", choices=tuple(MODELS), help="default: the model the checkpoint names")
+    p.add_argument("--data-dir", default="data")
+    p.add_argument("--workers", type=int, default=0)
+
+    p = sub.add_parser("data", help="fetch datasets")
+    data_sub = p.add_subparsers(dest="data_command", required=True, metavar="ACTION", parser_class=_Parser)
+    f = data_sub.add_parser("fetch", help="download (or take from an offline source) and verify a dataset")
+    f.add_argument("name", choices=("mnist", "fashion-mnist"))
+    f.add_argument("--root", default="data", help="destination root (default: ./data, what train's --data-dir reads)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from .train import CLIError
+    try:
+        if args.command == "train":
+            from .train import train
+            return train(args)
+        if args.command == "evaluate":
+            from .train import evaluate_checkpoint
+            return evaluate_checkpoint(args)
+        from ember.datasets import fetch
+        print(fetch(args.name, args.root))
+        return 0
+    except (CLIError, RuntimeError) as e:
+        if os.environ.get("EMBER_DEBUG"):
+            raise
+        print(f"python -m ember {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"python -m ember {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,354 @@
+"""The main job: `python -m ember train` and `python -m ember evaluate`.
+
+train: load a dataset, build a model, train it with a progress bar, evaluate on the test split
+under `no_grad` every epoch, checkpoint atomically every epoch (model, optimizer, scheduler,
+epoch, RNG state, metrics), and at the end write `model.safetensors`, `metrics.json` and
+`curves.png`, reload the model into a fresh instance and check it scores the same.
+
+`--resume` continues from `OUT/checkpoint.safetensors`. Everything random (initialisation,
+shuffling, dropout, augmentation, worker seeds) draws from ember's default generator, whose
+state the checkpoint carries, so a run killed at any moment and resumed ends with exactly the
+weights of an uninterrupted one.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+import ember
+import ember.nn as nn
+import ember.nn.functional as F
+from ember import datasets
+from ember.datasets import transforms as T
+from ember.utils.data import DataLoader, Dataset, TensorDataset
+
+from .models import build_model, count_parameters
+
+__all__ = ["DATASETS", "DEFAULTS", "CLIError", "load_data", "train", "evaluate_checkpoint"]
+
+
+class CLIError(Exception):
+    """A mistake in the command line or its inputs: reported as one line, without a traceback."""
+
+
+@dataclass
+class Data:
+    train: Dataset | None
+    test: Dataset
+    in_shape: tuple[int, int, int]
+    num_classes: int
+    mean: list[float]
+    std: list[float]
+
+
+# Hyper-parameters each dataset trains with unless the command line says otherwise.
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "digits": dict(model="resmlp", epochs=30, batch_size=64, optimizer="adamw", lr=3e-3, weight_decay=1e-4,
+                   scheduler="cosine"),
+    "mnist": dict(model="resmlp", epochs=10, batch_size=128, optimizer="adamw", lr=2e-3, weight_decay=1e-4,
+                  scheduler="cosine"),
+    "fashion-mnist": dict(model="cnn", epochs=12, batch_size=128, optimizer="adamw", lr=2e-3, weight_decay=1e-4,
+                          scheduler="cosine"),
+    "cifar10": dict(model="resnet", epochs=15, batch_size=128, optimizer="sgd", lr=0.05, weight_decay=5e-4,
+                    scheduler="warmup-cosine"),
+}
+DATASETS = tuple(DEFAULTS)
+OPTIMIZERS = ("sgd", "adam", "adamw")
+SCHEDULERS = ("none", "step", "cosine", "warmup-cosine")
+# The options that decide the trained weights: a resumed run must agree with its checkpoint on them.
+RESULT_OPTIONS = ("model", "dataset", "epochs", "batch_size", "optimizer", "lr", "weight_decay", "scheduler", "seed")
+
+
+def _idx_dataset(cls: Callable, root: str, train: bool, stats: tuple | None) -> tuple[Dataset, tuple, list, list]:
+    """MNIST-like data (uint8 N x H x W) as one normalised float32 TensorDataset: no augmentation is
+    used, so the images are converted once instead of per sample and per epoch."""
+    raw = cls(root, train=train)
+    x = raw.data.numpy().astype(np.float32)[:, None] / np.float32(255)
+    mean, std = stats if stats else ([float(x.mean())], [float(x.std())])
+    x -= np.float32(mean[0])
+    x /= np.float32(std[0])
+    return TensorDataset(ember.from_numpy(x), raw.targets), x.shape[1:], mean, std
+
+
+def _cifar(root: str, train: bool, stats: tuple | None) -> tuple[Dataset, tuple, list, list]:
+    raw = datasets.CIFAR10(root, train=train)
+    if stats is None:
+        pixels = raw.data.reshape(-1, 3).astype(np.float64) / 255
+        stats = (pixels.mean(0).tolist(), pixels.std(0).tolist())
+    mean, std = stats
+    ops = [T.RandomCrop(32, padding=4), T.RandomHorizontalFlip()] if train else []
+    raw.transform = T.Compose(ops + [T.ToTensor(), T.Normalize(mean, std)])
+    return raw, (3, 32, 32), mean, std
+
+
+_LOADERS = {"digits": lambda root, train, stats: _idx_dataset(datasets.Digits, root, train, stats),
+            "mnist": lambda root, train, stats: _idx_dataset(datasets.MNIST, root, train, stats),
+            "fashion-mnist": lambda root, train, stats: _idx_dataset(datasets.FashionMNIST, root, train, stats),
+            "cifar10": _cifar}
+
+
+def load_data(name: str, root: str, *, stats: tuple | None = None, with_train: bool = True) -> Data:
+    """The train and test splits of dataset `name`, normalised with `stats` = (mean, std) per
+    channel, or with the train split's own statistics when `stats` is None."""
+    if name not in _LOADERS:
+        raise CLIError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+    try:
+        train = None
+        if with_train:
+            train, _, mean, std = _LOADERS[name](root, True, stats)
+            stats = (mean, std)
+        test, in_shape, mean, std = _LOADERS[name](root, False, stats)
+    except (OSError, RuntimeError, ValueError) as e:
+        hint = "" if name in ("digits", "cifar10") else f" (fetch it with: python -m ember data fetch {name} --root {root})"
+        raise CLIError(f"cannot load {name} from {root!r}: {e}{hint}") from None
+    return Data(train, test, tuple(in_shape), 10, list(mean), list(std))
+
+
+def make_optimizer(name: str, params, lr: float, weight_decay: float) -> ember.optim.Optimizer:
+    if name == "sgd":
+        return ember.optim.SGD(params, lr=lr, momentum=0.9, nesterov=True, weight_decay=weight_decay)
+    if name == "adam":
+        return ember.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    return ember.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+
+
+def make_scheduler(name: str, opt, epochs: int):
+    """An epoch-wise schedule: step (x0.1 at 1/2 and 3/4 of the run), cosine to 0, or a linear
+    warm-up over the first tenth of the run (at least one epoch) followed by cosine."""
+    sched = ember.optim.lr_scheduler
+    if name == "step":
+        return sched.MultiStepLR(opt, milestones=[max(1, epochs // 2), max(1, 3 * epochs // 4)], gamma=0.1)
+    if name == "cosine":
+        return sched.CosineAnnealingLR(opt, T_max=max(1, epochs))
+    if name == "warmup-cosine":
+        warm = max(1, epochs // 10)
+        return sched.SequentialLR(opt, [sched.LinearLR(opt, start_factor=0.1, total_iters=warm),
+                                        sched.CosineAnnealingLR(opt, T_max=max(1, epochs - warm))], milestones=[warm])
+    return None
+
+
+def run_epoch_eval(model: nn.Module, loader: DataLoader) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy of `model` over `loader`, in eval mode under `no_grad`."""
+    model.eval()
+    total_loss, correct, n = 0.0, 0, 0
+    with ember.no_grad():
+        for x, y in loader:
+            logits = model(x)
+            total_loss += F.cross_entropy(logits, y, reduction="sum").item()
+            correct += int((logits.argmax(dim=1) == y).sum().item())
+            n += len(y)
+    return total_loss / n, correct / n
+
+
+def _progress(total: int, desc: str):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # tqdm is optional: without it the per-epoch summary line is all there is
+        return None
+    # disable=None turns the bar off when stderr is not a terminal (CI logs, tests)
+    return tqdm(total=total, desc=desc, unit="batch", leave=False, disable=None, dynamic_ncols=True)
+
+
+def train_one_epoch(model, opt, loader: DataLoader, desc: str) -> tuple[float, float, float]:
+    """One pass over `loader`: (mean loss, accuracy, seconds)."""
+    model.train()
+    bar = _progress(len(loader), desc)
+    total_loss, correct, n = 0.0, 0, 0
+    t0 = time.perf_counter()
+    for i, (x, y) in enumerate(loader):
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        total_loss += loss.item() * len(y)
+        correct += int((logits.argmax(dim=1) == y).sum().item())
+        n += len(y)
+        if bar is not None:
+            bar.update(1)
+            if i % 10 == 0:
+                bar.set_postfix(loss=f"{total_loss / n:.4f}", acc=f"{correct / n:.3f}",
+                                samples_s=f"{n / (time.perf_counter() - t0):.0f}", refresh=False)
+    if bar is not None:
+        bar.close()
+    return total_loss / n, correct / n, time.perf_counter() - t0
+
+
+def _config(args: argparse.Namespace) -> dict[str, Any]:
+    """The run's settings: the dataset's defaults overridden by whatever the command line gave."""
+    if args.dataset not in DEFAULTS:
+        raise CLIError(f"unknown dataset {args.dataset!r}; choose one of {', '.join(DATASETS)}")
+    cfg = dict(DEFAULTS[args.dataset], dataset=args.dataset, seed=0)
+    cfg.update({k: v for k, v in vars(args).items() if k in RESULT_OPTIONS and v is not None})
+    if cfg["epochs"] < 1 or cfg["batch_size"] < 1:
+        raise CLIError(f"--epochs and --batch-size must be positive, got {cfg['epochs']} and {cfg['batch_size']}")
+    if not (cfg["lr"] > 0 and math.isfinite(cfg["lr"])) or cfg["weight_decay"] < 0:
+        raise CLIError(f"--lr must be a positive number and --weight-decay >= 0, got {cfg['lr']} and {cfg['weight_decay']}")
+    return cfg
+
+
+def _write_curves(history: list[dict], path: str) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    epochs = [h["epoch"] for h in history]
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
+    for split, style in (("train", "-o"), ("test", "-s")):
+        ax_loss.plot(epochs, [h[f"{split}_loss"] for h in history], style, label=split, markersize=3)
+        ax_acc.plot(epochs, [h[f"{split}_acc"] for h in history], style, label=split, markersize=3)
+    ax_loss.set(xlabel="epoch", ylabel="cross-entropy", title="loss")
+    ax_acc.set(xlabel="epoch", ylabel="accuracy", title="accuracy")
+    for ax in (ax_loss, ax_acc):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return True
+
+
+def _write_json(obj: Any, path: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _restore(ckpt_path: str, cfg: dict, model, opt, sched) -> tuple[int, list]:
+    """Load a training checkpoint into model/optimizer/scheduler and the RNG: (epochs done, history)."""
+    try:
+        ckpt = ember.load(ckpt_path)
+    except (OSError, ValueError) as e:
+        raise CLIError(f"cannot resume from {ckpt_path}: {e}") from None
+    saved = ckpt.get("config", {})
+    diff = [f"--{k.replace('_', '-')} {cfg[k]} (checkpoint: {saved.get(k)})" for k in RESULT_OPTIONS if saved.get(k) != cfg[k]]
+    if diff:
+        raise CLIError(f"cannot resume from {ckpt_path}: the run's settings differ from the checkpoint's: "
+                       f"{'; '.join(diff)}. Resume with the same settings, or choose another --out")
+    model.load_state_dict(ckpt["model"])
+    opt.load_state_dict(ckpt["optimizer"])
+    if sched is not None:
+        sched.load_state_dict(ckpt["scheduler"])
+    ember.set_rng_state(ckpt["rng"])
+    return int(ckpt["epoch"]), list(ckpt["metrics"])
+
+
+def train(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+    out = args.out or os.path.join("runs", f"{cfg['dataset']}-{cfg['model']}")
+    os.makedirs(out, exist_ok=True)
+    ckpt_path = os.path.join(out, "checkpoint.safetensors")
+    ember.manual_seed(cfg["seed"])
+    data = load_data(cfg["dataset"], args.data_dir)
+    try:
+        model = build_model(cfg["model"], data.in_shape, data.num_classes)
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    opt = make_optimizer(cfg["optimizer"], model.parameters(), cfg["lr"], cfg["weight_decay"])
+    sched = make_scheduler(cfg["scheduler"], opt, cfg["epochs"])
+    model_cfg = dict(model=cfg["model"], dataset=cfg["dataset"], in_shape=list(data.in_shape),
+                     num_classes=data.num_classes, mean=data.mean, std=data.std)
+    start, history = 0, []
+    if args.resume and os.path.exists(ckpt_path):
+        start, history = _restore(ckpt_path, cfg, model, opt, sched)
+        print(f"resuming from {ckpt_path} after epoch {start}")
+    elif args.resume:
+        print(f"no checkpoint at {ckpt_path}: starting from scratch")
+    # Fresh (non-persistent) workers each epoch draw their seeds from the default generator at
+    # that epoch, which the checkpoint restores: resumed runs see the same augmentations.
+    train_loader = DataLoader(data.train, batch_size=cfg["batch_size"], shuffle=True, num_workers=args.workers)
+    test_loader = DataLoader(data.test, batch_size=1000, num_workers=args.workers)
+    print(f"ember {ember.__version__}: {cfg['model']} ({count_parameters(model):,} parameters) on {cfg['dataset']} "
+          f"({len(data.train):,} train / {len(data.test):,} test), {cfg['optimizer']} lr={cfg['lr']:g} "
+          f"weight_decay={cfg['weight_decay']:g} scheduler={cfg['scheduler']}, batch {cfg['batch_size']}, "
+          f"{cfg['epochs']} epochs, seed {cfg['seed']}, {args.workers} workers -> {out}")
+    for epoch in range(start + 1, cfg["epochs"] + 1):
+        lr = opt.param_groups[0]["lr"]
+        train_loss, train_acc, seconds = train_one_epoch(model, opt, train_loader, f"epoch {epoch}/{cfg['epochs']}")
+        test_loss, test_acc = run_epoch_eval(model, test_loader)
+        if sched is not None:
+            sched.step()
+        history.append(dict(epoch=epoch, train_loss=train_loss, train_acc=train_acc, test_loss=test_loss,
+                            test_acc=test_acc, lr=lr, seconds=seconds, samples_per_s=len(data.train) / seconds))
+        print(f"epoch {epoch:3d}/{cfg['epochs']}  train loss {train_loss:.4f} acc {train_acc:.4f}  "
+              f"test loss {test_loss:.4f} acc {test_acc:.4f}  lr {lr:.2e}  {seconds:.1f} s "
+              f"({len(data.train) / seconds:,.0f} samples/s)", flush=True)
+        ember.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                    "scheduler": sched.state_dict() if sched is not None else None, "epoch": epoch,
+                    "rng": ember.get_rng_state(), "config": cfg, "model_config": model_cfg, "metrics": history},
+                   ckpt_path)
+
+    model_path = os.path.join(out, "model.safetensors")
+    ember.save({"model": model.state_dict(), "config": model_cfg}, model_path)
+    _write_json({"config": cfg, "epochs": history}, os.path.join(out, "metrics.json"))
+    curves = os.path.join(out, "curves.png")
+    plotted = _write_curves(history, curves)
+    final_loss, final_acc = run_epoch_eval(model, test_loader)
+    reloaded = _load_model(model_path)
+    re_loss, re_acc = run_epoch_eval(reloaded, test_loader)
+    same = re_acc == final_acc and re_loss == final_loss
+    print(f"saved {model_path}, {os.path.join(out, 'metrics.json')}"
+          + (f", {curves}" if plotted else " (install matplotlib for curves.png)"))
+    print(f"reloaded {model_path} into a fresh model: test accuracy {re_acc:.4f} "
+          f"{'matches' if same else 'DOES NOT MATCH'} the trained model's {final_acc:.4f}")
+    if not same:
+        return 1
+    if final_acc < args.min_accuracy:
+        print(f"test accuracy {final_acc:.4f} is below --min-accuracy {args.min_accuracy}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _load_model(path: str, model_name: str | None = None) -> nn.Module:
+    """A fresh model rebuilt from a checkpoint's config (or as `model_name`), with its weights."""
+    try:
+        ckpt = ember.load(path)
+    except FileNotFoundError:
+        raise CLIError(f"no checkpoint at {path}") from None
+    except (OSError, ValueError) as e:
+        raise CLIError(f"cannot read checkpoint {path}: {e}") from None
+    if not isinstance(ckpt, dict) or "model" not in ckpt:
+        raise CLIError(f"{path} is not an ember training checkpoint (no 'model' entry); "
+                       "use model.safetensors or checkpoint.safetensors from `python -m ember train`")
+    cfg = ckpt.get("model_config") or ckpt.get("config") or {}
+    name = model_name or cfg.get("model")
+    if name is None or "in_shape" not in cfg:
+        raise CLIError(f"{path} does not say which model it holds: pass --model and --dataset")
+    try:
+        model = build_model(name, tuple(cfg["in_shape"]), int(cfg["num_classes"]))
+        model.load_state_dict(ckpt["model"])
+    except (ValueError, RuntimeError, KeyError) as e:
+        first = str(e).splitlines()[0]
+        raise CLIError(f"{path} holds a {cfg.get('model', 'different')} model, not {name!r}: {first}") from None
+    model.config = cfg
+    return model
+
+
+def evaluate_checkpoint(args: argparse.Namespace) -> int:
+    model = _load_model(args.checkpoint, args.model)
+    cfg = model.config
+    name = args.dataset or cfg.get("dataset")
+    if name is None:
+        raise CLIError("pass --dataset: the checkpoint does not name the dataset it was trained on")
+    data = load_data(name, args.data_dir, stats=(cfg["mean"], cfg["std"]), with_train=False)
+    if tuple(data.in_shape) != tuple(cfg["in_shape"]):
+        raise CLIError(f"{args.checkpoint} was trained on inputs of shape {tuple(cfg['in_shape'])}, "
+                       f"but {name} has {tuple(data.in_shape)}")
+    loss, acc = run_epoch_eval(model, DataLoader(data.test, batch_size=1000, num_workers=args.workers))
+    print(f"{args.checkpoint}: {cfg['model']} on {name} test split ({len(data.test):,} samples): "
+          f"loss {loss:.4f}, accuracy {acc:.4f}")
+    return 0

@@ -1,0 +1,10 @@
+"""Datasets and image transforms with torchvision's API: MNIST, FashionMNIST, CIFAR10, the embedded
+UCI Digits (no network needed), `fetch` for obtaining MNIST / Fashion-MNIST, and `transforms`."""
+from . import transforms
+from ._fetch import fetch
+from .cifar import CIFAR10
+from .digits import Digits
+from .mnist import MNIST, FashionMNIST, read_idx
+from .vision import VisionDataset
+
+__all__ = ["transforms", "fetch", "CIFAR10", "Digits", "MNIST", "FashionMNIST", "read_idx", "VisionDataset"]

@@ -1,0 +1,49 @@
+"""VisionDataset: what ember's image datasets share (root, transforms, torchvision's repr)."""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from ..utils.data import Dataset
+
+__all__ = ["VisionDataset"]
+
+
+class VisionDataset(Dataset):
+    """Base of the image datasets (map-style `Dataset`s): keeps `root` (with `~` expanded),
+    `transform` (applied to the image) and `target_transform` (applied to the label); subclasses
+    define `__getitem__`, `__len__`, and `classes` for classification datasets."""
+
+    _repr_indent = 4
+
+    def __init__(self, root: str | os.PathLike | None, transform: Callable[[Any], Any] | None = None,
+                 target_transform: Callable[[Any], Any] | None = None) -> None:
+        self.root = os.path.expanduser(os.fspath(root)) if root is not None else None
+        self.transform = transform
+        self.target_transform = target_transform
+
+    def _transformed(self, img: Any, target: Any) -> tuple[Any, Any]:
+        if self.transform is not None:
+            img = self.transform(img)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return img, target
+
+    @property
+    def class_to_idx(self) -> dict[str, int]:
+        return {c: i for i, c in enumerate(self.classes)}
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        body = [f"Number of datapoints: {len(self)}"]
+        if self.root is not None:
+            body.append(f"Root location: {self.root}")
+        body += self.extra_repr().splitlines()
+        for name, t in (("Transform", self.transform), ("Target transform", self.target_transform)):
+            if t is not None:
+                lines = repr(t).splitlines()
+                body += [f"{name}: {lines[0]}"] + [" " * len(f"{name}: ") + line for line in lines[1:]]
+        return "\n".join([f"Dataset {self.__class__.__name__}"] + [" " * self._repr_indent + line for line in body])

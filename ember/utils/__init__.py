@@ -1,0 +1,4 @@
+"""Utilities outside the tensor core, as `torch.utils`: `data` (datasets, samplers, DataLoader)."""
+from . import data
+
+__all__ = ["data"]

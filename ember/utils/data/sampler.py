@@ -1,0 +1,194 @@
+"""Samplers as `torch.utils.data`: iterables of dataset indices (or of index batches) that a
+DataLoader walks. Random ones draw from ember's generators with NumPy, whole permutations or
+blocks of draws at a time, and yield Python ints."""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Sequence, Sized
+from typing import Generic, TypeVar
+
+import numpy as np
+
+from ..._creation import Generator, default_generator
+from ..._tensor import Tensor, make
+
+__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
+           "BatchSampler"]
+
+T_co = TypeVar("T_co", covariant=True)
+
+_BLOCK = 1 << 16  # draws per NumPy call when sampling with replacement: vectorised, yet bounded memory
+
+
+def _positive_int(value, name: str, cls: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{cls}: {name} should be a positive integer value, but got {name}={value!r}")
+
+
+class Sampler(Generic[T_co]):
+    """Base class: subclasses implement ``__iter__`` (indices, or lists of indices for a batch sampler)
+    and may implement ``__len__``, which ``len(DataLoader)`` needs."""
+
+    def __iter__(self) -> Iterator[T_co]:
+        raise NotImplementedError(f"{type(self).__name__}: subclasses of Sampler should implement __iter__.")
+
+
+class SequentialSampler(Sampler[int]):
+    """``0, 1, ..., len(data_source) - 1``."""
+
+    def __init__(self, data_source: Sized) -> None:
+        self.data_source = data_source
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self.data_source)))
+
+    def __len__(self) -> int:
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler[int]):
+    """Random indices into `data_source`: a fresh permutation (several, concatenated, when
+    ``num_samples > len(data_source)``) or, with `replacement`, independent uniform draws.
+
+    Without a `generator`, each ``iter()`` seeds a private generator from ember's default one, as
+    PyTorch does: ``ember.manual_seed`` (or a restored ``ember.get_rng_state()``) fixes the order.
+    """
+
+    def __init__(self, data_source: Sized, replacement: bool = False, num_samples: int | None = None,
+                 generator: Generator | None = None) -> None:
+        self.data_source = data_source
+        self.replacement = replacement
+        self._num_samples = num_samples
+        self.generator = generator
+        if not isinstance(replacement, bool):
+            raise TypeError(f"RandomSampler: replacement should be a boolean value, but got "
+                            f"replacement={replacement!r}")
+        _positive_int(self.num_samples, "num_samples", "RandomSampler")
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self) -> Iterator[int]:
+        n = len(self.data_source)
+        if self.generator is None:
+            rng = np.random.Generator(np.random.PCG64(int(default_generator.np.integers(0, 1 << 63))))
+        else:
+            rng = self.generator.np
+        total = self.num_samples
+        if n == 0:
+            raise ValueError(f"RandomSampler: cannot draw {total} samples from an empty data_source")
+        if self.replacement:
+            for start in range(0, total, _BLOCK):
+                yield from rng.integers(0, n, min(_BLOCK, total - start)).tolist()
+        else:
+            for _ in range(total // n):
+                yield from rng.permutation(n).tolist()
+            if total % n:
+                yield from rng.permutation(n)[:total % n].tolist()
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler[int]):
+    """The elements of `indices` in a random order (without replacement), drawn from `generator`
+    (ember's default generator when None)."""
+
+    def __init__(self, indices: Sequence[int], generator: Generator | None = None) -> None:
+        self.indices = indices
+        self.generator = generator
+
+    def __iter__(self) -> Iterator[int]:
+        indices = self.indices
+        for i in (self.generator or default_generator).np.permutation(len(indices)).tolist():
+            yield indices[i]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler[int]):
+    """`num_samples` indices into `weights`, index i drawn with probability proportional to weights[i].
+
+    Without `replacement` an index appears at most once (successive draws from the remaining
+    weights), so `num_samples` may not exceed the number of nonzero weights.
+    """
+
+    def __init__(self, weights: Sequence[float], num_samples: int, replacement: bool = True,
+                 generator: Generator | None = None) -> None:
+        _positive_int(num_samples, "num_samples", "WeightedRandomSampler")
+        if not isinstance(replacement, bool):
+            raise ValueError(f"WeightedRandomSampler: replacement should be a boolean value, but got "
+                             f"replacement={replacement!r}")
+        try:
+            w = np.asarray(weights.numpy(force=True) if isinstance(weights, Tensor) else weights, np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"WeightedRandomSampler: weights should be a 1d sequence of numbers, but got "
+                            f"{type(weights).__name__}") from None
+        if w.ndim != 1:
+            raise ValueError(f"WeightedRandomSampler: weights should be a 1d sequence but given weights have shape "
+                             f"{w.shape}")
+        if np.isnan(w).any() or np.isinf(w).any():
+            raise RuntimeError(f"WeightedRandomSampler: invalid multinomial distribution (encountering probability "
+                               f"entry = infinity or NaN, at index {int(np.flatnonzero(~np.isfinite(w))[0])})")
+        if (w < 0).any():
+            raise RuntimeError(f"WeightedRandomSampler: invalid multinomial distribution (encountering probability "
+                               f"entry < 0, at index {int(np.flatnonzero(w < 0)[0])})")
+        if not w.sum() > 0:
+            raise RuntimeError("WeightedRandomSampler: invalid multinomial distribution (sum of probabilities <= 0)")
+        nonzero = int(np.count_nonzero(w))
+        if not replacement and num_samples > nonzero:
+            raise RuntimeError(f"WeightedRandomSampler: cannot draw num_samples={num_samples} distinct indices "
+                               f"without replacement from {nonzero} nonzero weights")
+        self.weights = make(w)  # a float64 Tensor, as PyTorch keeps it
+        self._last_nonzero = int(np.flatnonzero(w)[-1])
+        self.num_samples = num_samples
+        self.replacement = replacement
+        self.generator = generator
+
+    def __iter__(self) -> Iterator[int]:
+        rng = (self.generator or default_generator).np
+        w = self.weights.data
+        if self.replacement:
+            cdf = np.cumsum(w)
+            # inverse-CDF draws: `side="right"` never lands on a zero weight, and the clamp covers a
+            # draw rounded up to the total
+            idx = np.searchsorted(cdf, rng.random(self.num_samples) * cdf[-1], side="right")
+            return iter(np.minimum(idx, self._last_nonzero).tolist())
+        # Without replacement: the top `num_samples` keys log(w) + Gumbel noise, in decreasing order,
+        # are distributed exactly as successive draws from the remaining weights (Gumbel-top-k).
+        with np.errstate(divide="ignore"):
+            keys = np.log(w) + rng.gumbel(size=len(w))
+        top = np.argpartition(-keys, self.num_samples - 1)[:self.num_samples]
+        return iter(top[np.argsort(-keys[top], kind="stable")].tolist())
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class BatchSampler(Sampler[list]):
+    """Lists of `batch_size` consecutive indices from `sampler`; the last, shorter one is dropped
+    when `drop_last`."""
+
+    def __init__(self, sampler: Sampler[int] | Iterable[int], batch_size: int, drop_last: bool) -> None:
+        _positive_int(batch_size, "batch_size", "BatchSampler")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"BatchSampler: drop_last should be a boolean value, but got drop_last={drop_last!r}")
+        self.sampler = sampler
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+
+    def __iter__(self) -> Iterator[list]:
+        it = iter(self.sampler)
+        if self.drop_last:
+            # zip over `batch_size` references to one iterator: full batches only
+            for batch in zip(*[it] * self.batch_size):
+                yield list(batch)
+        else:
+            while batch := list(itertools.islice(it, self.batch_size)):
+                yield batch
+
+    def __len__(self) -> int:
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
