@@ -349,3 +349,49 @@ def test_abandoned_epoch_with_blocked_senders_shuts_down_without_waiting():
     assert time.monotonic() - start < dataloader._JOIN_S
     assert len(_children()) == 1
     del other
+
+
+_ORPHAN_SCRIPT = r"""
+import os, sys, time
+import ember
+from ember.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):  # a worker busy inside __getitem__ long after its main process is gone
+    def __len__(self): return 64
+    def __getitem__(self, i):
+        time.sleep(60)
+        return i
+
+it = iter(DataLoader(Slow(), batch_size=8, num_workers=2))
+time.sleep(1.0)
+print(" ".join(str(p.pid) for p in it._workers), flush=True)
+time.sleep(60)
+"""
+
+
+def test_workers_die_with_a_killed_main_process():
+    import signal
+    import subprocess
+    import sys
+    import time
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen([sys.executable, "-c", _ORPHAN_SCRIPT], stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=root))
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while any(os.path.exists(f"/proc/{p}") and "Z" not in _proc_state(p) for p in pids):
+        assert time.monotonic() < deadline, f"workers {pids} outlived their killed main process"
+        time.sleep(0.05)
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"

@@ -9,6 +9,7 @@ main process sees at once.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import pickle
 import queue
@@ -126,6 +127,7 @@ def worker_loop(worker_id: int, num_workers: int, dataset, iterable: bool, auto_
         reader.close()
     # Ctrl-C is the main process's to handle: it shuts the workers down
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
     parent = os.getppid()
     seed = base_seed + worker_id
     random.seed(seed)
@@ -178,6 +180,17 @@ def worker_loop(worker_id: int, num_workers: int, dataset, iterable: bool, auto_
             if not _send(result_conn, reply, worker_id):
                 return
             del task, reply
+
+
+def _die_with_parent() -> None:
+    """On Linux, ask the kernel to SIGKILL this worker when the process that forked it dies, so a
+    main process killed outright leaves no worker behind, even one blocked sending a batch (the
+    idle poll of `os.getppid()` covers the other platforms)."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
 
 
 def _send(conn, reply: tuple, worker_id: int) -> bool:
