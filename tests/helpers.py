@@ -4,6 +4,9 @@ PyTorch is a test oracle only: `requires_torch` skips cleanly where it is not in
 """
 from __future__ import annotations
 
+import gzip
+import struct
+
 import numpy as np
 import pytest
 
@@ -83,3 +86,26 @@ def compare_torch(ember_fn, torch_fn, *arrays, rtol: float | None = None, atol: 
             assert eg is not None, f"input {i}: PyTorch has a gradient, ember none"
             assert eg.shape == tuple(tg.shape)
             np.testing.assert_allclose(eg.numpy(), tg.numpy(), rtol=rtol, atol=atol, err_msg=f"gradient of input {i}")
+
+
+def write_idx(path, array: np.ndarray, compress: bool = False) -> None:
+    """An IDX file (big-endian header: magic 0x0000 08 ndim, then each dimension) holding uint8 `array`."""
+    raw = struct.pack(">I", 0x0800 | array.ndim) + struct.pack(f">{array.ndim}I", *array.shape) + array.tobytes()
+    with (gzip.open if compress else open)(path, "wb") as f:
+        f.write(raw)
+
+
+def make_mnist_like(root, folder: str = "MNIST", n_train: int = 400, n_test: int = 200, seed: int = 0) -> None:
+    """A few hundred 28x28 images whose class decides where a bright square sits, plus noise."""
+    rng = np.random.default_rng(seed)
+    raw = root / folder / "raw"
+    raw.mkdir(parents=True)
+    for split, n, compress in (("train", n_train, True), ("t10k", n_test, False)):
+        labels = rng.integers(0, 10, n).astype(np.uint8)
+        images = rng.integers(0, 60, (n, 28, 28)).astype(np.uint8)
+        for i, c in enumerate(labels):
+            r, k = 3 + 12 * (c // 5), 1 + 5 * (c % 5)
+            images[i, r:r + 8, k:k + 5] = 255
+        suffix = ".gz" if compress else ""
+        write_idx(raw / f"{split}-images-idx3-ubyte{suffix}", images, compress)
+        write_idx(raw / f"{split}-labels-idx1-ubyte{suffix}", labels, compress)
