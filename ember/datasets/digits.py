@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 
 from .._tensor import Tensor, make
-from .vision import VisionDataset
+from .vision import ImageTensorDataset
 
 __all__ = ["Digits"]
 
 
-class Digits(VisionDataset):
+class Digits(ImageTensorDataset):
     """The embedded UCI digits (see the module docstring): 1,442 training or 355 test images.
 
     `data` is a uint8 Tensor N×8×8 (values 0..255), `targets` an int64 Tensor, `classes` the ten
@@ -47,12 +47,3 @@ class Digits(VisionDataset):
                 np.load(f, allow_pickle=False) as npz:
             self.data: Tensor = make(npz[f"{split}_images"])
             self.targets: Tensor = make(npz[f"{split}_labels"].astype(np.int64))
-
-    def __getitem__(self, index: int) -> tuple[Any, Any]:
-        return self._transformed(self.data.data[index].copy(), int(self.targets.data[index]))
-
-    def __len__(self) -> int:
-        return len(self.data.data)
-
-    def extra_repr(self) -> str:
-        return f"Split: {'Train' if self.train else 'Test'}"

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._tensor import Tensor, make
 from . import _fetch
-from .vision import VisionDataset
+from .vision import ImageTensorDataset
 
 __all__ = ["read_idx", "MNIST", "FashionMNIST"]
 
@@ -83,7 +83,7 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     return arr if dtype.isnative else arr.astype(dtype.newbyteorder("="))
 
 
-class MNIST(VisionDataset):
+class MNIST(ImageTensorDataset):
     """The MNIST handwritten digits (60,000 training and 10,000 test images, 28×28, 10 classes) from
     the IDX files in `root/MNIST/raw/` (raw or .gz), as torchvision lays them out.
 
@@ -147,15 +147,6 @@ class MNIST(VisionDataset):
                                    f"{digest.hexdigest()}, expected {expected} (a corrupt file, or another "
                                    f"dataset's; fetch it again with download=True)")
         return path, arr
-
-    def __getitem__(self, index: int) -> tuple[Any, Any]:
-        return self._transformed(self.data.data[index].copy(), int(self.targets.data[index]))
-
-    def __len__(self) -> int:
-        return len(self.data.data)
-
-    def extra_repr(self) -> str:
-        return f"Split: {'Train' if self.train else 'Test'}"
 
 
 class FashionMNIST(MNIST):

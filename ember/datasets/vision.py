@@ -5,9 +5,10 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from .._tensor import Tensor
 from ..utils.data import Dataset
 
-__all__ = ["VisionDataset"]
+__all__ = ["VisionDataset"]  # and ImageTensorDataset, the base of Digits and MNIST
 
 
 class VisionDataset(Dataset):
@@ -47,3 +48,22 @@ class VisionDataset(Dataset):
                 lines = repr(t).splitlines()
                 body += [f"{name}: {lines[0]}"] + [" " * len(f"{name}: ") + line for line in lines[1:]]
         return "\n".join([f"Dataset {self.__class__.__name__}"] + [" " * self._repr_indent + line for line in body])
+
+
+class ImageTensorDataset(VisionDataset):
+    """A classification split held as `data` (a uint8 Tensor N×H×W) and `targets` (an int64
+    Tensor), `train` telling which split: an item is (a uint8 array H×W copy, int) before the
+    transforms, as torchvision's MNIST gives a grayscale image."""
+
+    data: Tensor
+    targets: Tensor
+    train: bool
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        return self._transformed(self.data.data[index].copy(), int(self.targets.data[index]))
+
+    def __len__(self) -> int:
+        return len(self.data.data)
+
+    def extra_repr(self) -> str:
+        return f"Split: {'Train' if self.train else 'Test'}"
