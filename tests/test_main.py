@@ -178,3 +178,27 @@ def test_help_lists_every_option():
     for opt in ("--model", "--dataset", "--data-dir", "--epochs", "--batch-size", "--optimizer", "--lr",
                 "--weight-decay", "--scheduler", "--seed", "--workers", "--out", "--resume"):
         assert opt in r.stdout
+
+
+def make_cifar_like(root, per_batch: int = 24, seed: int = 0) -> None:
+    """CIFAR-10's binary layout (records of 1 label byte + 3x32x32 pixel bytes) with class-coloured images."""
+    rng = np.random.default_rng(seed)
+    folder = root / "cifar-10-batches-bin"
+    folder.mkdir(parents=True)
+    for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+        labels = rng.integers(0, 10, per_batch).astype(np.uint8)
+        pixels = rng.integers(0, 80, (per_batch, 3, 32, 32)).astype(np.uint8)
+        pixels[np.arange(per_batch), labels % 3, 8:24, 8:24] = 25 * labels[:, None, None]
+        records = np.concatenate([labels[:, None], pixels.reshape(per_batch, -1)], axis=1)
+        (folder / name).write_bytes(records.tobytes())
+
+
+def test_cifar10_with_augmentation_in_workers(tmp_path, capsys):
+    make_cifar_like(tmp_path / "data")
+    out = tmp_path / "run"
+    assert main(["train", "--dataset", "cifar10", "--data-dir", str(tmp_path / "data"), "--epochs", "2",
+                 "--batch-size", "16", "--workers", "2", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "resnet" in text and "120 train / 24 test" in text and "matches the trained model's" in text
+    cfg = ember.load(out / "model.safetensors")["config"]
+    assert cfg["in_shape"] == [3, 32, 32] and len(cfg["mean"]) == len(cfg["std"]) == 3
