@@ -167,9 +167,14 @@ def test_checkpoint_of_another_architecture_gives_one_line(tmp_path, capsys):
 def test_data_fetch_reports_its_source(tmp_path, monkeypatch, capsys):
     import ember.datasets
     calls = []
-    monkeypatch.setattr(ember.datasets, "fetch", lambda name, root: calls.append((name, root)) or "from a test")
+    def fake_fetch(name, root, log=print):
+        calls.append((name, root))
+        log("fetched from a test")
+        return "fetched from a test"
+
+    monkeypatch.setattr(ember.datasets, "fetch", fake_fetch)
     assert main(["data", "fetch", "fashion-mnist", "--root", str(tmp_path)]) == 0
-    assert calls == [("fashion-mnist", str(tmp_path))] and "from a test" in capsys.readouterr().out
+    assert calls == [("fashion-mnist", str(tmp_path))] and capsys.readouterr().out == "fetched from a test\n"
 
 
 def test_help_lists_every_option():

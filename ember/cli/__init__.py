@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             from .train import evaluate_checkpoint
             return evaluate_checkpoint(args)
         from ember.datasets import fetch
-        print(fetch(args.name, args.root))
+        fetch(args.name, args.root)  # it prints each source it tries and what it used
         return 0
     except (CLIError, RuntimeError) as e:
         if os.environ.get("EMBER_DEBUG"):
