@@ -141,12 +141,19 @@ def test_resume_with_other_settings_is_refused(tmp_path, capsys):
     (["train", "--dataset", "cifar10", "--data-dir", "{tmp}/nothing"], "cifar10"),
     (["train", "--epochs", "0"], "--epochs and --batch-size must be positive"),
     (["train", "--lr", "-1"], "--lr must be a positive number"),
+    (["train", "--workers", "-2"], "--workers must be 0"),
+    (["train", "--out", "{tmp}/notes.txt"], "File exists"),
+    (["evaluate", "--checkpoint", "{tmp}/model.safetensors", "--dataset", "cifar10"], "cifar10"),
     (["evaluate", "--checkpoint", "{tmp}/missing.safetensors"], "no checkpoint at"),
     (["evaluate", "--checkpoint", "{tmp}/notes.txt"], "cannot read checkpoint"),
     (["data", "fetch", "cifar100"], "invalid choice: 'cifar100'"),
 ])
 def test_bad_arguments_give_one_clear_line(tmp_path, args, message):
     (tmp_path / "notes.txt").write_text("not a checkpoint")
+    from ember.cli.models import build_model
+    ember.save({"model": build_model("mlp", (1, 8, 8), 10).state_dict(),
+                "config": {"model": "mlp", "in_shape": [1, 8, 8], "num_classes": 10, "mean": [0.3], "std": [0.4]}},
+               tmp_path / "model.safetensors")
     r = run_cli(*[a.format(tmp=tmp_path) for a in args], timeout=60)
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
@@ -159,6 +166,12 @@ def test_checkpoint_of_another_architecture_gives_one_line(tmp_path, capsys):
     assert main(["evaluate", "--checkpoint", str(tmp_path / "model.safetensors"), "--model", "cnn"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "holds a resmlp model, not 'cnn'" in err
+    ckpt = ember.load(tmp_path / "model.safetensors")
+    ckpt["model"].pop("1.weight")
+    ember.save(ckpt, tmp_path / "damaged.safetensors")
+    assert main(["evaluate", "--checkpoint", str(tmp_path / "damaged.safetensors")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "do not fit a resmlp model" in err and "1.weight" in err
     ember.save({"weights": ember.zeros(3)}, tmp_path / "other.safetensors")
     assert main(["evaluate", "--checkpoint", str(tmp_path / "other.safetensors")]) == 2
     assert "not an ember training checkpoint" in capsys.readouterr().err

@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         from ember.datasets import fetch
         fetch(args.name, args.root)  # it prints each source it tries and what it used
         return 0
-    except (CLIError, RuntimeError) as e:
+    except (CLIError, RuntimeError, OSError) as e:
         if os.environ.get("EMBER_DEBUG"):
             raise
         print(f"python -m ember {args.command}: error: {e}", file=sys.stderr)

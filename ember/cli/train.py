@@ -192,6 +192,8 @@ def _config(args: argparse.Namespace) -> dict[str, Any]:
         raise CLIError(f"--epochs and --batch-size must be positive, got {cfg['epochs']} and {cfg['batch_size']}")
     if not (cfg["lr"] > 0 and math.isfinite(cfg["lr"])) or cfg["weight_decay"] < 0:
         raise CLIError(f"--lr must be a positive number and --weight-decay >= 0, got {cfg['lr']} and {cfg['weight_decay']}")
+    if args.workers < 0:
+        raise CLIError(f"--workers must be 0 (load in the main process) or more, got {args.workers}")
     return cfg
 
 
@@ -332,8 +334,12 @@ def _load_model(path: str, model_name: str | None = None) -> nn.Module:
         model = build_model(name, tuple(cfg["in_shape"]), int(cfg["num_classes"]))
         model.load_state_dict(ckpt["model"])
     except (ValueError, RuntimeError, KeyError) as e:
-        first = str(e).splitlines()[0]
-        raise CLIError(f"{path} holds a {cfg.get('model', 'different')} model, not {name!r}: {first}") from None
+        detail = " ".join(str(e).split())  # one line
+        detail = detail if len(detail) <= 300 else detail[:297] + "..."
+        held = cfg.get("model")
+        what = (f"holds a {held} model, not {name!r}" if held != name else
+                f"holds weights that do not fit a {name} model for inputs {tuple(cfg['in_shape'])}")
+        raise CLIError(f"{path} {what}: {detail}") from None
     model.config = cfg
     return model
 
