@@ -8,6 +8,7 @@ from ._dtype import (bool, double, dtype, float, float16, float32, float64, get_
                      int16, int32, int64, long, set_default_dtype, short, uint8)
 from ._tensor import Size, Tensor
 from .backend import device
+from .backend import allocator as _allocator  # noqa: F401  (raises glibc's malloc thresholds at import)
 from . import ops as _ops  # binds the Tensor methods and operators
 from . import autograd
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
