@@ -7,7 +7,7 @@ parameter's array in place from its `.grad`; parameters whose grad is None are s
 Speed: updates run on the raw NumPy arrays with `out=` arguments, into state buffers that are
 allocated once, and into a small scratch pool shared by all parameters (sized by the largest
 parameter), so a step after the first allocates nothing proportional to the model and records
-no graph.
+no graph. The small parameters of a group are updated together as one flat array (`_grouped`).
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from .. import _dtype as dt
 from .._tensor import Tensor, bump_version, make
 from ..autograd.grad_mode import enable_grad
 from ..backend import array_module
+from ._grouped import Layout
 
 __all__ = ["Optimizer", "required"]
 
@@ -62,6 +63,7 @@ class Optimizer:
         self.param_groups: list[dict[str, Any]] = []
         self._pools: dict = {}  # (array type, dtype) -> flat scratch array
         self._views: dict = {}  # (array type, dtype, shape) -> tuple of scratch views
+        self._layouts: dict = {}  # id(param group) -> its small parameters' flat Layout, or None
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                             f"but got {_typename(params)}")
@@ -174,6 +176,8 @@ class Optimizer:
         ±grad + weight_decay·p + l1_weight_decay·sign(p), in scratch[0], scratch[1] clobbered);
         with `decoupled_weight_decay`, `a` is first scaled by 1 - lr·weight_decay instead.
         `buffers=None`: the optimizer keeps no counted state (`state` None, `step` 0).
+        With `buffers`, the group's small parameters come first as one entry with `p` None: `a`, `d`,
+        `state` and `scratch` are then flat arrays over all of them (`_grouped.Layout`).
         """
         lr, wd, maximize = float(group["lr"]), group.get("weight_decay", 0), group.get("maximize", False)
         l1 = group.get("l1_weight_decay", 0.0)
@@ -182,9 +186,28 @@ class Optimizer:
         plain = not (maximize or l2 or l1)  # d is the grad itself: skip the `_grad` call
         states, scratch_of = self.state, self._scratch
         state, step = None, 0
+        grouped: set = set()
+        if buffers:  # the small parameters first, as one flat array (`_grouped`)
+            lay = self._layouts.get(id(group))
+            if lay is None or not lay.valid(self, group):
+                lay = Layout.build(self, group, buffers)
+                self._layouts[id(group)] = lay
+            if lay is not None:
+                lay.gather()
+                a, d = lay.a, lay.d
+                counter = lay.entry["step"].data
+                step = counter.item() + 1
+                counter[()] = step
+                if shrink is not None:
+                    a *= shrink
+                if not plain:
+                    d = _grad(d, a, maximize, l2, l1, lay.scratch[0], lay.scratch[1])
+                yield None, a, d, lay.entry, lay.scratch, step
+                lay.scatter()
+                grouped = lay.ids
         for p in group["params"]:
             g = p.grad
-            if g is None:
+            if g is None or id(p) in grouped:
                 continue
             a = p.data
             if buffers is not None:
@@ -279,7 +302,7 @@ class Optimizer:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._pools, self._views = {}, {}
+        self._pools, self._views, self._layouts = {}, {}, {}
 
     def __repr__(self) -> str:
         s = type(self).__name__ + " ("
