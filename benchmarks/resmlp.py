@@ -5,41 +5,20 @@ h ← relu(h + LN(Linear(50,100)(Dropout(0.1)(relu(LN(Linear(100,50)(h))))))); L
 cross-entropy; Adam(lr=1e-3). The NumPy step is the same computation with its forward and
 backward written out by hand and an in-place Adam: the practical limit for a NumPy framework.
 
-Run from the repository root:  python -m benchmarks.resmlp [--threads 2] [--repeats 15] [--no-torch] [--split]
-
-Frameworks are interleaved repeat by repeat (rotating order), gc off while timing; each
-sample times `--steps` consecutive steps. It prints samples/s (median, min–max) and the
-ember/NumPy and ember/PyTorch throughput ratios (median of the per-repeat ratios).
+`cases()` returns the three as zero-argument steps for the harness; `tests/test_bench_resmlp.py`
+checks the NumPy step against ember's gradients. Run it through the suite:
+`python -m ember bench --only w2`.
 """
 from __future__ import annotations
 
-import os
-import sys
+from typing import Callable
 
+import numpy as np
 
-def _set_threads(argv: list[str]) -> None:
-    """BLAS pools read their size at import: set it from --threads before NumPy is imported."""
-    n = "2"
-    if "--threads" in argv:
-        n = argv[argv.index("--threads") + 1]
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, n)
+import ember
+import ember.nn as enn
 
-
-if __name__ == "__main__":
-    _set_threads(sys.argv)
-if __package__ in (None, ""):
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import argparse  # noqa: E402
-import gc  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-import ember  # noqa: E402
-import ember.nn as enn  # noqa: E402
+from ._harness import IMPLS, import_torch
 
 BATCH, D_IN, D_HID, D_BOT, N_CLASSES, N_BLOCKS = 128, 784, 100, 50, 10, 3
 P_DROP, LR, EPS_LN = 0.1, 1e-3, 1e-5
@@ -222,109 +201,26 @@ def torch_step_fn(torch, ember_model_: enn.Module):
     return step
 
 
-# ---------------------------------------------------------------------- harness
-def _time(fn, x, y, steps: int) -> float:
-    """Seconds per step over `steps` consecutive steps (gc off, as timeit)."""
-    gc.disable()
-    try:
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            fn(x, y)
-        return (time.perf_counter() - t0) / steps
-    finally:
-        gc.enable()
-
-
-def run(repeats: int = 15, steps: int = 20, use_torch: bool = True, threads: int = 2) -> dict:
-    rng = np.random.default_rng(0)
-    x_np = rng.standard_normal((BATCH, D_IN)).astype(np.float32)
-    y_np = rng.integers(0, N_CLASSES, BATCH)
-    ember.manual_seed(0)
+def cases(batch: int = BATCH, impls=IMPLS, seed: int = 0) -> dict[str, Callable[[], object]]:
+    """{implementation: one training step} for each of `impls` (PyTorch where installed) on fixed random data,
+    every implementation from ember's initial weights."""
+    rng = np.random.default_rng(seed)
+    x_np = rng.standard_normal((batch, D_IN)).astype(np.float32)
+    y_np = rng.integers(0, N_CLASSES, batch)
+    ember.manual_seed(seed)
     model = ember_model()
-    cases = {"ember": (ember_step_fn(model), ember.from_numpy(x_np), ember.from_numpy(y_np)),
-             "numpy": (NumpyResMLP.from_ember(model).step, x_np, y_np)}
-    if use_torch:
-        try:
-            import torch
-        except ImportError:
-            torch = None
-        if torch is not None:
-            torch.set_num_threads(threads)
-            cases["pytorch"] = (torch_step_fn(torch, model), torch.from_numpy(x_np), torch.from_numpy(y_np))
-    for fn, x, y in cases.values():  # warm-up: allocator, BLAS pools, optimizer state
-        _time(fn, x, y, 3)
-    names = list(cases)
-    samples: dict[str, list[float]] = {k: [] for k in names}
-    for r in range(repeats):
-        for k in names[r % len(names):] + names[:r % len(names)]:
-            fn, x, y = cases[k]
-            samples[k].append(_time(fn, x, y, steps))
-    result = {k: {"samples_per_s": BATCH / statistics.median(v), "min": BATCH / max(v), "max": BATCH / min(v)}
-              for k, v in samples.items()}
-    for other in names[1:]:
-        result[f"ember/{other}"] = statistics.median(o / e for e, o in zip(samples["ember"], samples[other]))
-    return result
-
-
-def split(repeats: int = 5, steps: int = 300) -> dict[str, float]:
-    """Best-of-`repeats` µs per step of each phase: ember forward, forward+backward and Adam, and the
-    NumPy step's forward+backward and Adam (where the ember/NumPy gap comes from)."""
-    rng = np.random.default_rng(0)
-    x_np = rng.standard_normal((BATCH, D_IN)).astype(np.float32)
-    y_np = rng.integers(0, N_CLASSES, BATCH)
-    ember.manual_seed(0)
-    model = ember_model()
-    ref = NumpyResMLP.from_ember(model)
-    opt = ember.optim.Adam(model.parameters(), lr=LR)
+    out: dict[str, Callable[[], object]] = {}
+    torch = import_torch(impls)
+    if torch is not None:  # built before ember trains, from the same initial weights
+        torch_step = torch_step_fn(torch, model)
+        tx, ty = torch.from_numpy(x_np), torch.from_numpy(y_np)
+    step = ember_step_fn(model)
     x, y = ember.from_numpy(x_np), ember.from_numpy(y_np)
-    import ember.nn.functional as F
-
-    def fwd():
-        return F.cross_entropy(model(x), y)
-
-    def fwd_bwd():
-        model.zero_grad()
-        fwd().backward()
-
-    def best(fn) -> float:
-        for _ in range(20):
-            fn()
-        out = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                fn()
-            out.append((time.perf_counter() - t0) / steps * 1e6)
-        return min(out)
-    return {"ember forward": best(fwd), "ember forward+backward": best(fwd_bwd), "ember Adam": best(opt.step),
-            "numpy forward+backward": best(lambda: ref.gradients(x_np, y_np)), "numpy Adam": best(ref.adam)}
-
-
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=15)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--no-torch", action="store_true")
-    ap.add_argument("--split", action="store_true", help="time each phase (forward, backward, Adam) instead")
-    a = ap.parse_args(argv)
-    if a.split:
-        for k, v in split().items():
-            print(f"{k:24s} {v:8.0f} µs")
-        return
-    res = run(a.repeats, a.steps, not a.no_torch, a.threads)
-    print(f"ResMLP training step, batch {BATCH}, float32, {a.threads} BLAS thread(s), "
-          f"{a.repeats} repeats × {a.steps} steps")
-    print("| implementation | samples/s (median) | min–max |")
-    print("|---|---|---|")
-    for k in ("ember", "numpy", "pytorch"):
-        if k in res:
-            r = res[k]
-            print(f"| {k} | {r['samples_per_s']:,.0f} | {r['min']:,.0f}–{r['max']:,.0f} |")
-    for k in ("ember/numpy", "ember/pytorch"):
-        if k in res:
-            print(f"{k} throughput ratio: {res[k]:.3f}")
-
-
-if __name__ == "__main__":
-    main()
+    if "ember" in impls:
+        out["ember"] = lambda: step(x, y)
+    if "numpy" in impls:
+        ref = NumpyResMLP.from_ember(model, seed=seed)
+        out["numpy"] = lambda: ref.step(x_np, y_np)
+    if torch is not None:
+        out["pytorch"] = lambda: torch_step(tx, ty).detach()
+    return out

@@ -1,4 +1,4 @@
-"""`python -m ember COMMAND`: train, evaluate, data fetch.
+"""`python -m ember COMMAND`: train, evaluate, data fetch, bench.
 
 Mistakes in the arguments or inputs (unknown model, missing data, a checkpoint of another
 architecture) end with one line on stderr and exit status 2, not a traceback; set
@@ -57,10 +57,34 @@ def _parser() -> argparse.ArgumentParser:
     f = data_sub.add_parser("fetch", help="download (or take from an offline source) and verify a dataset")
     f.add_argument("name", choices=("mnist", "fashion-mnist"))
     f.add_argument("--root", default="data", help="destination root (default: ./data, what train's --data-dir reads)")
+
+    sub.add_parser("bench", add_help=False, help="the reference benchmarks against hand-written NumPy and PyTorch "
+                                                  "(docs/performance.md; `bench --help` for the options)")
     return parser
 
 
+def _bench(argv: list[str]) -> int:
+    """Run benchmarks/suite.py of the source checkout this ember comes from (benchmarks/ is not installed)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if not os.path.isfile(os.path.join(root, "benchmarks", "suite.py")):
+        print(f"python -m ember bench: error: no benchmarks/ folder next to this ember ({root}); the suite runs from "
+              f"a clone of the repository (pip install -e .)", file=sys.stderr)
+        return 2
+    sys.path.insert(0, root)
+    from benchmarks.suite import main as bench_main
+    try:
+        return bench_main(argv)
+    except RuntimeError as e:  # a benchmark process failed: its stderr is in the message
+        if os.environ.get("EMBER_DEBUG"):
+            raise
+        print(f"python -m ember bench: error: {e}", file=sys.stderr)
+        return 1
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:  # its options are the suite's own
+        return _bench(argv[1:])
     args = _parser().parse_args(argv)
     from .train import CLIError
     try:

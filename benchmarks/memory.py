@@ -1,0 +1,45 @@
+"""Peak resident memory of training: one implementation of one workload, alone in this process.
+
+    python -m benchmarks.memory {w1,w3} {ember,numpy,pytorch} [--steps 200]
+
+prints one JSON line: the peak RSS (`ru_maxrss`) after the imports and the model's set-up, and after
+`--steps` training steps. Each implementation runs in a process of its own, so that one library's
+imports and caches are not counted against another; the suite (`python -m ember bench`) starts them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+
+
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("workload", choices=["w1", "w3"])
+    ap.add_argument("impl", choices=["ember", "numpy", "pytorch"])
+    ap.add_argument("--steps", type=int, default=200)
+    a = ap.parse_args(argv)
+    if a.workload == "w1":
+        from benchmarks.mlp import cases
+    else:
+        from benchmarks.cnn import train_cases as cases
+    step = cases(impls=(a.impl,))[a.impl]
+    if a.impl == "pytorch":
+        import torch
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    setup = _peak_mib()
+    for _ in range(a.steps):
+        step()
+    print(json.dumps({"workload": a.workload, "impl": a.impl, "steps": a.steps,
+                      "setup_mib": round(setup, 1), "peak_mib": round(_peak_mib(), 1)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,311 @@
+"""The reference benchmark suite: `python -m ember bench` (or `python -m benchmarks.suite`).
+
+For each BLAS thread count (default 2, then 1) a fresh process, its thread pools pinned before NumPy
+and PyTorch load, measures the float32 matmul rate of the machine and then each workload as
+ember, as the hand-written NumPy step and as PyTorch CPU, interleaved repeat by repeat
+(benchmarks/_harness.py); the first thread count also runs the scaling tables. Then each training
+workload runs 200 steps alone in a process per implementation for its peak RSS, and
+benchmarks/overhead.py gives the per-op figures. The report is one markdown document: the
+throughput table with ember/NumPy and ember/PyTorch ratios (medians of the per-repeat ratios)
+judged against the targets of docs/performance.md, the scaling tables, overhead and memory.
+
+    python -m ember bench [--threads 2,1] [--only w1,w2,w3,w3i] [--repeats 7] [--no-torch]
+                          [--no-scaling] [--no-memory] [--no-overhead] [--quick] [--output FILE] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+from ._harness import IMPLS, thread_env
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# key: (title, items per step, ember/NumPy target, ember/PyTorch target)
+WORKLOADS = {
+    "w1": ("W1 MLP 784-512-512-10, SGD momentum: train", 128, 0.95, 1.1),
+    "w2": ("W2 ResMLP (LayerNorm, Dropout), Adam: train", 128, 0.95, 1.5),
+    "w3": ("W3 CNN, SGD: train", 128, 0.95, 1.0),
+    "w3i": ("W3 CNN: inference, batch 1000, no_grad", 1000, 0.95, 1.0),
+}
+SMALL_BATCH_TARGET = 2.0  # ember/PyTorch at batch 1 and 16
+MATMUL_FRACTION_TARGET = 0.75  # W1 at batch 128, of the measured float32 matmul rate
+MATMUL_N = 2048
+
+
+def _cases(key: str, impls, batch: int | None = None, width: int = 512) -> dict:
+    if key == "w1":
+        from .mlp import cases
+        return cases(batch or 128, width, impls=impls)
+    if key == "w2":
+        from .resmlp import cases
+        return cases(batch or 128, impls=impls)
+    from .cnn import infer_cases, train_cases
+    return train_cases(batch or 128, impls=impls) if key == "w3" else infer_cases(batch or 1000, impls=impls)
+
+
+# ---------------------------------------------------------------------- one thread count, in its own process
+def _matmul_gflops(repeats: int, sample_s: float) -> float:
+    import numpy as np
+
+    from ._harness import interleave
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((MATMUL_N, MATMUL_N), dtype=np.float32)
+    b = rng.standard_normal((MATMUL_N, MATMUL_N), dtype=np.float32)
+    c = np.empty_like(a)
+    t = interleave({"matmul": lambda: np.matmul(a, b, out=c)}, repeats, sample_s)["matmul"]
+    return 2 * MATMUL_N ** 3 / sorted(t)[len(t) // 2] / 1e9
+
+
+def worker(threads: int, only: list[str], impls, repeats: int, sample_s: float, scaling: dict | None) -> dict:
+    """Everything measured at one BLAS thread count (the pools were pinned by the parent's environment)."""
+    import numpy as np
+
+    from ._harness import import_torch, measure
+    torch = import_torch(impls)
+    if torch is not None:
+        torch.set_num_threads(threads)
+    out: dict = {"threads": threads, "numpy": np.__version__, "torch": torch.__version__ if torch else None,
+                 "matmul_gflops": _matmul_gflops(repeats, sample_s), "workloads": {}}
+    for key in only:
+        out["workloads"][key] = measure(_cases(key, impls), WORKLOADS[key][1], repeats, sample_s)
+    if scaling:
+        from .mlp import step_flops
+        rows: dict = {"w1_batch": {}, "w3_batch": {}, "w1_width": {}}
+        rep = max(3, repeats // 2)
+        for b in scaling["batches"]:
+            rows["w1_batch"][b] = measure(_cases("w1", impls, b), b, rep, sample_s)
+            rows["w1_batch"][b]["flops"] = step_flops(b)
+            rows["w3_batch"][b] = measure(_cases("w3", impls, b), b, rep, sample_s)
+        for w in scaling["widths"]:
+            rows["w1_width"][w] = measure(_cases("w1", impls, 128, w), 128, rep, sample_s)
+            rows["w1_width"][w]["flops"] = step_flops(128, w)
+        out["scaling"] = rows
+    out["matmul_gflops_end"] = _matmul_gflops(repeats, sample_s)  # the machine's speed can drift during a run
+    return out
+
+
+# ---------------------------------------------------------------------- the parent: processes and the report
+def _python(args: list[str], threads: int) -> str:
+    env = thread_env(threads)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"benchmark process {' '.join(args)} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+def _machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = None
+    import numpy as np
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        blas = f"{blas.get('name')} {blas.get('version')}"
+    except Exception:  # the layout of show_config is not a stable API: the report only loses a label
+        blas = "unknown"
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
+            "blas": blas, "load_avg_at_start": load, "date": datetime.date.today().isoformat()}
+
+
+def _fmt(v: float) -> str:
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def _verdict(value: float | None, target: float) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.2f}× {'✓' if value >= target else '✗'}"
+
+
+def render(res: dict) -> str:
+    m = res["machine"]
+    lines = [f"ember benchmark suite — {m['date']}, {m['cpu']}, {m['cores']} cores; Python {m['python']}, "
+             f"NumPy {m['numpy']} ({m['blas']}), PyTorch {res['torch'] or 'not installed'}; "
+             f"load average at start {m['load_avg_at_start']}; {res['repeats']} interleaved repeats; "
+             f"ratios are ember's throughput over the other's (✓ meets the target, ✗ does not).", ""]
+    runs = res["runs"]
+    lines += ["### Throughput (samples/s: median, min–max)", "",
+              "| workload | BLAS threads | ember | NumPy by hand | PyTorch | ember/NumPy (target) | "
+              "ember/PyTorch (target) |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for key in res["only"]:
+        title, _, t_np, t_torch = WORKLOADS[key]
+        for run in runs:
+            r = run["workloads"][key]
+            cells = [f"{_fmt(r[k]['per_s'])} ({_fmt(r[k]['min'])}–{_fmt(r[k]['max'])})" if k in r else "–"
+                     for k in IMPLS]
+            ratios = r.get("ratios", {})
+            lines.append(f"| {title} | {run['threads']} | {' | '.join(cells)} | "
+                         f"{_verdict(ratios.get('numpy'), t_np)} (≥ {t_np}) | "
+                         f"{_verdict(ratios.get('pytorch'), t_torch)} (≥ {t_torch}) |")
+    lines.append("")
+    lines.append("float32 matmul, " + ", ".join(
+        f"{run['threads']} thread(s): {run['matmul_gflops']:.0f} GFLOP/s at the start, {run['matmul_gflops_end']:.0f} "
+        f"at the end" for run in runs) + f" ({MATMUL_N}×{MATMUL_N} @ {MATMUL_N}×{MATMUL_N}, median).")
+    lines.append("")
+    scaled = [run for run in runs if "scaling" in run]
+    if scaled:
+        run = scaled[0]
+        s, peak = run["scaling"], run["matmul_gflops"]
+        lines += [f"### Scaling ({run['threads']} BLAS threads): milliseconds per step, median", ""]
+
+        def table(title: str, col: str, rows: dict, flops: bool, small_target: bool) -> None:
+            head = f"| {col} | ember | NumPy | PyTorch | ember/NumPy | ember/PyTorch |"
+            sep = "|---:|---:|---:|---:|---:|---:|"
+            if flops:
+                head += " ember GFLOP/s | of matmul | NumPy of matmul |"
+                sep += "---:|---:|---:|"
+            lines.extend([f"**{title}**", "", head, sep])
+            for size, r in rows.items():
+                ms = [f"{r[k]['ms']:.3f}" if k in r else "–" for k in IMPLS]
+                ratios = r.get("ratios", {})
+                vs_torch = ratios.get("pytorch")
+                if vs_torch is not None and small_target and int(size) in (1, 16):
+                    vt = _verdict(vs_torch, SMALL_BATCH_TARGET) + f" (≥ {SMALL_BATCH_TARGET})"
+                else:
+                    vt = f"{vs_torch:.2f}×" if vs_torch is not None else "–"
+                vn = f"{ratios['numpy']:.2f}×" if "numpy" in ratios else "–"
+                row = f"| {size} | {' | '.join(ms)} | {vn} | {vt} |"
+                if flops:
+                    g = r["flops"] / (r["ember"]["ms"] / 1e3) / 1e9
+                    frac = g / peak
+                    mark = ""
+                    if col == "batch" and int(size) == 128 or col == "width" and int(size) == 512:
+                        mark = f" {'✓' if frac >= MATMUL_FRACTION_TARGET else '✗'} (≥ {MATMUL_FRACTION_TARGET:.0%})"
+                    np_frac = (r["flops"] / (r["numpy"]["ms"] / 1e3) / 1e9 / peak) if "numpy" in r else None
+                    row += f" {g:.0f} | {frac:.0%}{mark} | {'–' if np_frac is None else f'{np_frac:.0%}'} |"
+                lines.append(row)
+            lines.append("")
+        table("W1 by batch size", "batch", s["w1_batch"], True, True)
+        table("W3 training by batch size", "batch", s["w3_batch"], False, True)
+        table("W1 by hidden width (batch 128)", "width", s["w1_width"], True, False)
+        lines.append(f"GFLOP/s counts the step's matmuls only (benchmarks/mlp.py `step_flops`), against the "
+                     f"{peak:.0f} GFLOP/s matmul rate measured at the start of this run.")
+        lines.append("")
+    if res.get("memory"):
+        lines += ["### Peak RSS of training (MiB; one process per implementation; after set-up → after the steps)",
+                  "", "| workload | steps | ember | NumPy by hand | PyTorch | ember ≤ PyTorch |",
+                  "|---|---:|---:|---:|---:|---|"]
+        for key, per in res["memory"].items():
+            cells = [f"{per[k]['setup_mib']:.0f} → {per[k]['peak_mib']:.0f}" if k in per else "–" for k in IMPLS]
+            ok = "–"
+            if "ember" in per and "pytorch" in per:
+                ok = "✓" if per["ember"]["peak_mib"] <= per["pytorch"]["peak_mib"] else "✗"
+            steps = next(iter(per.values()))["steps"]
+            lines.append(f"| {WORKLOADS[key][0].split(':')[0]} | {steps} | {' | '.join(cells)} | {ok} |")
+        lines.append("")
+    if res.get("overhead"):
+        lines += ["### Per-op overhead (benchmarks/overhead.py, 1 thread)", "", res["overhead"].strip(), ""]
+    lines.append(f"Run took {res['wall_s']:.0f} s: `{res['command']}`.")
+    return "\n".join(lines)
+
+
+def _csv(text: str, allowed=None, conv=str) -> list:
+    items = [conv(t.strip()) for t in text.split(",") if t.strip()]
+    if allowed is not None:
+        bad = [t for t in items if t not in allowed]
+        if bad:
+            raise argparse.ArgumentTypeError(f"unknown {', '.join(map(str, bad))}; choose from {', '.join(allowed)}")
+    if not items:
+        raise argparse.ArgumentTypeError("an empty list")
+    return items
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, as the rest of `python -m ember`
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="python -m ember bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=lambda s: _csv(s, conv=int), default=[2, 1],
+                    help="BLAS thread counts, comma-separated (default 2,1)")
+    ap.add_argument("--only", type=lambda s: _csv(s, WORKLOADS), default=list(WORKLOADS),
+                    help="workloads, comma-separated: w1, w2, w3, w3i (default all)")
+    ap.add_argument("--repeats", type=int, default=7, help="interleaved repeats (default 7)")
+    ap.add_argument("--no-torch", action="store_true", help="leave PyTorch out even where it is installed")
+    ap.add_argument("--no-scaling", action="store_true")
+    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--no-overhead", action="store_true")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run in seconds: 2 repeats of short samples, small scaling tables, 5 memory steps")
+    ap.add_argument("--output", metavar="FILE", help="also write the markdown report to FILE")
+    ap.add_argument("--json", metavar="FILE", help="also write every measurement as JSON to FILE")
+    ap.add_argument("--worker", type=int, metavar="THREADS", help=argparse.SUPPRESS)
+    ap.add_argument("--worker-args", help=argparse.SUPPRESS)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser()
+    a = ap.parse_args(argv)
+    if a.worker is not None:  # a child: measure, print JSON
+        w = json.loads(a.worker_args)
+        print(json.dumps(worker(a.worker, w["only"], w["impls"], w["repeats"], w["sample_s"], w["scaling"])))
+        return 0
+    if a.repeats < 1:
+        ap.error("--repeats must be at least 1")
+    if any(t < 1 for t in a.threads):
+        ap.error("--threads must be positive")
+    t0 = time.perf_counter()
+    impls = ("ember", "numpy") if a.no_torch else IMPLS
+    repeats, sample_s = (2, 0.005) if a.quick else (a.repeats, 0.1)
+    scaling = None if a.no_scaling else (
+        {"batches": [1, 16], "widths": [128]} if a.quick else
+        {"batches": [1, 16, 128, 1024], "widths": [128, 256, 512, 1024, 2048, 4096]})
+    res: dict = {"machine": _machine(), "only": a.only, "repeats": repeats, "runs": [],
+                 "command": " ".join(["python -m ember bench", *(sys.argv[1:] if argv is None else argv)])}
+    for i, threads in enumerate(a.threads):
+        print(f"[bench] measuring at {threads} BLAS thread(s)...", file=sys.stderr, flush=True)
+        spec = {"only": a.only, "impls": impls, "repeats": repeats, "sample_s": sample_s,
+                "scaling": scaling if i == 0 else None}
+        out = _python(["-m", "benchmarks.suite", "--worker", str(threads), "--worker-args", json.dumps(spec)], threads)
+        res["runs"].append(json.loads(out.strip().splitlines()[-1]))
+    res["torch"] = res["runs"][0]["torch"]
+    if not a.no_memory:
+        print("[bench] peak memory...", file=sys.stderr, flush=True)
+        res["memory"] = {}
+        for key in ("w1", "w3"):
+            res["memory"][key] = {}
+            for impl in impls:
+                if impl == "pytorch" and res["torch"] is None:
+                    continue
+                out = _python(["-m", "benchmarks.memory", key, impl, "--steps", "5" if a.quick else "200"],
+                              a.threads[0])
+                res["memory"][key][impl] = json.loads(out.strip().splitlines()[-1])
+    if not a.no_overhead:
+        print("[bench] per-op overhead...", file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            args = ["-m", "benchmarks.overhead", "--json", os.path.join(tmp, "o.json"),
+                    "--repeats", "3" if a.quick else "15"] + (["--no-torch"] if a.no_torch else [])
+            text = _python(args, 1)
+        res["overhead"] = text.split("\n", 2)[2] if text.count("\n") > 2 else text  # drop its title line
+    res["wall_s"] = time.perf_counter() - t0
+    report = render(res)
+    print(report)
+    if a.output:
+        with open(a.output, "w") as f:
+            f.write(report + "\n")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
