@@ -15,6 +15,7 @@ import numpy as np
 from .. import _creation
 from .._tensor import Tensor, _dim, make
 from ..autograd.function import Op, _op_apply1
+from ..autograd.grad_mode import MODE
 from .arithmetic import where
 from .inplace import _unary_
 from .reduce import sum as _sum
@@ -405,7 +406,10 @@ class Dropout(Op):
         return x * mask
 
     def backward(self, gz):
-        return gz * make(self.mask), None
+        if MODE.grad:  # create_graph: a recorded product
+            return gz * make(self.mask), None
+        r = gz.data * self.mask
+        return make(np.asarray(r) if isinstance(r, np.generic) else r), None
 
 
 def _check_p(p, op: str) -> float:

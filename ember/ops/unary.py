@@ -246,7 +246,10 @@ class Relu(Op):
         return np.maximum(x, 0)
 
     def backward(self, gz):
-        return ReluGrad.apply(gz, self.output())
+        if MODE.grad:  # create_graph: ReluGrad is differentiable in gz
+            return ReluGrad.apply(gz, self.output())
+        r = gz.data * (self.out > 0)  # first order: the mask product straight on the arrays
+        return make(np.asarray(r) if isinstance(r, np.generic) else r)
 
 
 class ReluGrad(Op):
