@@ -40,10 +40,10 @@ MATMUL_FRACTION_TARGET = 0.75  # W1 at batch 128, of the measured float32 matmul
 MATMUL_N = 2048
 
 
-def _cases(key: str, impls, batch: int | None = None, width: int = 512) -> dict:
+def _cases(key: str, impls, batch: int | None = None, width: int = 512, matmuls: bool = False) -> dict:
     if key == "w1":
         from .mlp import cases
-        return cases(batch or 128, width, impls=impls)
+        return cases(batch or 128, width, impls=tuple(impls) + (("matmuls",) if matmuls else ()))
     if key == "w2":
         from .resmlp import cases
         return cases(batch or 128, impls=impls)
@@ -81,11 +81,11 @@ def worker(threads: int, only: list[str], impls, repeats: int, sample_s: float, 
         rows: dict = {"w1_batch": {}, "w3_batch": {}, "w1_width": {}}
         rep = max(3, repeats // 2)
         for b in scaling["batches"]:
-            rows["w1_batch"][b] = measure(_cases("w1", impls, b), b, rep, sample_s)
+            rows["w1_batch"][b] = measure(_cases("w1", impls, b, matmuls=True), b, rep, sample_s)
             rows["w1_batch"][b]["flops"] = step_flops(b)
             rows["w3_batch"][b] = measure(_cases("w3", impls, b), b, rep, sample_s)
         for w in scaling["widths"]:
-            rows["w1_width"][w] = measure(_cases("w1", impls, 128, w), 128, rep, sample_s)
+            rows["w1_width"][w] = measure(_cases("w1", impls, 128, w, matmuls=True), 128, rep, sample_s)
             rows["w1_width"][w]["flops"] = step_flops(128, w)
         out["scaling"] = rows
     out["matmul_gflops_end"] = _matmul_gflops(repeats, sample_s)  # the machine's speed can drift during a run
@@ -168,8 +168,8 @@ def render(res: dict) -> str:
             head = f"| {col} | ember | NumPy | PyTorch | ember/NumPy | ember/PyTorch |"
             sep = "|---:|---:|---:|---:|---:|---:|"
             if flops:
-                head += " ember GFLOP/s | of matmul | NumPy of matmul |"
-                sep += "---:|---:|---:|"
+                head += " ember GFLOP/s | of matmul | NumPy of matmul | its matmuls alone, of matmul |"
+                sep += "---:|---:|---:|---:|"
             lines.extend([f"**{title}**", "", head, sep])
             for size, r in rows.items():
                 ms = [f"{r[k]['ms']:.3f}" if k in r else "–" for k in IMPLS]
@@ -187,15 +187,18 @@ def render(res: dict) -> str:
                     mark = ""
                     if col == "batch" and int(size) == 128 or col == "width" and int(size) == 512:
                         mark = f" {'✓' if frac >= MATMUL_FRACTION_TARGET else '✗'} (≥ {MATMUL_FRACTION_TARGET:.0%})"
-                    np_frac = (r["flops"] / (r["numpy"]["ms"] / 1e3) / 1e9 / peak) if "numpy" in r else None
-                    row += f" {g:.0f} | {frac:.0%}{mark} | {'–' if np_frac is None else f'{np_frac:.0%}'} |"
+                    fr = {k: f"{r['flops'] / (r[k]['ms'] / 1e3) / 1e9 / peak:.0%}" if k in r else "–"
+                          for k in ("numpy", "matmuls")}
+                    row += f" {g:.0f} | {frac:.0%}{mark} | {fr['numpy']} | {fr['matmuls']} |"
                 lines.append(row)
             lines.append("")
         table("W1 by batch size", "batch", s["w1_batch"], True, True)
         table("W3 training by batch size", "batch", s["w3_batch"], False, True)
         table("W1 by hidden width (batch 128)", "width", s["w1_width"], True, False)
         lines.append(f"GFLOP/s counts the step's matmuls only (benchmarks/mlp.py `step_flops`), against the "
-                     f"{peak:.0f} GFLOP/s matmul rate measured at the start of this run.")
+                     f"{peak:.0f} GFLOP/s {MATMUL_N}² matmul rate measured at the start of this run; the last "
+                     f"column times the step's eight products alone, into preallocated outputs (`matmuls_only`): "
+                     f"the ceiling of any implementation at that shape.")
         lines.append("")
     if res.get("memory"):
         lines += ["### Peak RSS of training (MiB; one process per implementation; after set-up → after the steps)",
