@@ -454,3 +454,105 @@ def test_interpolate_bad_arguments():
         F.interpolate(x, scale_factor=2, mode="bicubic")
     with pytest.raises(RuntimeError, match=r"output size \[0, 0\] must be positive"):
         F.interpolate(x, scale_factor=0.2)
+
+
+# ---------------------------------------------------------------------- fast paths (ember/ops/nn_conv.py internals)
+from ember.ops import nn_conv as _nc  # noqa: E402
+
+# stride-1 convolutions whose input gradient (the convolution of the padded gradient with the flipped kernel)
+# or whose no-grad forward takes the "wide rows" im2col; (input, weight, kwargs)
+WIDE = [
+    ((3, 2, 6, 12), (8, 2, 3, 3), dict(padding=1)),  # input gradient wide: K = 8·9 >= 8·2
+    ((2, 4, 5, 16), (4, 4, 3, 3), dict(padding=2, dilation=(1, 2))),
+    ((2, 2, 5, 12), (6, 2, 4, 4), dict(padding="same")),  # asymmetric padding (1, 2)
+    ((2, 4, 6, 12), (8, 2, 3, 3), dict(padding=1, groups=2)),
+    ((3, 2, 12), (8, 2, 3), dict(padding=1)),  # conv1d
+]
+
+
+@pytest.mark.parametrize("xs, ws, kw", WIDE, ids=str)
+def test_wide_rows_cases_take_the_fast_path(monkeypatch, xs, ws, kw):
+    """The input gradient of each WIDE case builds its columns with wide rows (so the cases below test that path)."""
+    taken = []
+    wide_rows = _nc._wide_rows
+    monkeypatch.setattr(_nc, "_wide_rows", lambda *a: taken.append(wide_rows(*a)) or taken[-1])
+    op = "conv1d" if len(ws) == 3 else "conv2d"
+    x = ember.tensor(rand(*xs, seed=1), requires_grad=True)
+    getattr(F, op)(x, ember.tensor(rand(*ws, seed=2)), **kw).sum().backward()
+    assert taken[-1] is True  # the last convolution run: the input gradient's
+
+
+@requires_torch
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("xs, ws, kw", WIDE, ids=str)
+def test_wide_rows_match_torch(xs, ws, kw, dtype):
+    op = "conv1d" if len(ws) == 3 else "conv2d"
+    x, w, b = rand(*xs, seed=1, dtype=dtype), rand(*ws, seed=2, dtype=dtype), rand(ws[0], seed=3, dtype=dtype)
+    compare_torch(_fn(F, op, kw), _fn(TF, op, kw), x, w, b)
+    with ember.no_grad():  # no columns kept for dw: the forward itself may take wide rows
+        y = getattr(F, op)(ember.tensor(x), ember.tensor(w), ember.tensor(b), **kw)
+    ty = getattr(TF, op)(torch.tensor(x), torch.tensor(w), torch.tensor(b), **kw)
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(y.numpy(), ty.numpy(), **tol)
+
+
+@pytest.mark.parametrize("xs, ws, kw", WIDE[:3], ids=str)
+def test_wide_rows_gradcheck(xs, ws, kw):
+    op = "conv1d" if len(ws) == 3 else "conv2d"
+    check_grad(_fn(F, op, kw), rand(*xs, seed=1), rand(*ws, seed=2))
+
+
+@requires_torch
+@pytest.mark.parametrize("kw", [dict(padding=3), dict(kernel_size=2, padding=2, dilation=1)], ids=str)
+def test_input_gradient_padding_beyond_the_kernel(kw):
+    """Stride 1 with padding > d·(k-1): the full-convolution form would crop; the col2im path computes it."""
+    k = kw.pop("kernel_size", 3)
+    compare_torch(_fn(F, "conv2d", kw), _fn(TF, "conv2d", kw), rand(2, 3, 5, 4, seed=1), rand(4, 3, k, k, seed=2))
+
+
+@requires_torch
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_conv_transpose_stride_1_with_output_padding(dtype):
+    kw = dict(stride=1, dilation=2, padding=1, output_padding=1)  # output_padding < dilation: one more row/column
+    compare_torch(_fn(F, "conv_transpose2d", kw), _fn(TF, "conv_transpose2d", kw),
+                  rand(2, 3, 4, 5, seed=1, dtype=dtype), rand(3, 2, 3, 3, seed=2, dtype=dtype))
+    if dtype == np.float64:  # double backward: the extra output rows/columns span no entry of the input
+        check_grad(_fn(F, "conv_transpose2d", kw), rand(1, 2, 3, 4, seed=1), rand(2, 2, 3, 3, seed=2))
+
+
+@requires_torch
+@pytest.mark.parametrize("per_chunk", [1, 3])
+@pytest.mark.parametrize("xs, ws, kw", [((7, 3, 6, 12), (8, 3, 3, 3), dict(padding=1)),
+                                        ((7, 4, 6, 5), (6, 2, 3, 2), dict(stride=(2, 1), groups=2)),
+                                        ((5, 1, 9, 9), (4, 1, 3, 3), dict(padding=1))], ids=str)
+def test_chunked_columns_match_torch(monkeypatch, per_chunk, xs, ws, kw):
+    """Columns built and multiplied `per_chunk` images at a time (the batch no multiple of it): forward, input
+    and weight gradients (from the kept columns) equal PyTorch's; a second backward (columns rebuilt) the first's."""
+    x, w, b = rand(*xs, seed=1), rand(*ws, seed=2), rand(ws[0], seed=3)
+    out_hw = TF.conv2d(torch.tensor(x), torch.tensor(w), **kw).shape[2:]
+    monkeypatch.setattr(_nc, "_CHUNK_BYTES", per_chunk * xs[1] * ws[2] * ws[3] * out_hw[0] * out_hw[1] * 8)
+    compare_torch(_fn(F, "conv2d", kw), _fn(TF, "conv2d", kw), x, w, b)
+    ex, ew = ember.tensor(x, requires_grad=True), ember.tensor(w, requires_grad=True)
+    y = F.conv2d(ex, ew, ember.tensor(b), **kw)
+    y.sum().backward(retain_graph=True)
+    first = ew.grad.numpy().copy()
+    ew.grad = None
+    y.sum().backward()
+    np.testing.assert_allclose(ew.grad.numpy(), first, rtol=1e-12)
+    with ember.no_grad():
+        y0 = F.conv2d(ember.tensor(x), ember.tensor(w), ember.tensor(b), **kw)
+    np.testing.assert_allclose(y0.numpy(), y.detach().numpy(), rtol=1e-12)
+
+
+def test_wide_rows_equal_plain_columns(monkeypatch):
+    """The wide-rows forward (garbage columns cropped) gives the plain im2col forward's result; float32 stays
+    float32."""
+    x = rand(5, 8, 7, 12, seed=1, dtype=np.float32)
+    w, b = rand(2, 8, 3, 3, seed=2, dtype=np.float32), rand(2, seed=3, dtype=np.float32)
+    win = _nc.Win((3, 3), (1, 1), (1, 1), ((1, 1), (1, 1)))
+    assert _nc._wide_rows(x.shape, win, (7, 12), 2)
+    wide, _ = _nc._conv(x, w, b, win, 1)
+    monkeypatch.setattr(_nc, "_wide_rows", lambda *a: False)
+    plain, _ = _nc._conv(x, w, b, win, 1)
+    assert wide.dtype == np.float32 and wide.shape == (5, 2, 7, 12)
+    np.testing.assert_allclose(wide, plain, rtol=1e-6, atol=1e-6)

@@ -222,3 +222,51 @@ def test_max_pool_backward_with_inf_gradient_matches_torch():
         tx = torch.tensor(x, requires_grad=True)
         torch.nn.functional.max_pool2d(tx, k, s).backward(torch.tensor(g))
         np.testing.assert_array_equal(ex.grad.numpy(), tx.grad.numpy())
+
+
+# ---------------------------------------------------------------------- chunks of images (nn_pool internals)
+from ember.ops import nn_conv as _nc  # noqa: E402
+
+CHUNKED = [
+    ((5, 3, 6, 8), dict(kernel_size=2)),  # windows tile the input: the gradient buffer needs no zeroing
+    ((5, 3, 7, 5), dict(kernel_size=2)),  # odd sizes: the last row/column gets no gradient
+    ((5, 2, 6, 6), dict(kernel_size=2, padding=1)),  # tiles the padded input
+    ((5, 2, 7, 6), dict(kernel_size=3, stride=1, padding=1)),  # overlapping windows
+    ((5, 2, 7, 6), dict(kernel_size=3, stride=2, ceil_mode=True)),
+]
+
+
+@requires_torch
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("xs, kw", CHUNKED, ids=str)
+def test_max_pool2d_in_chunks_of_images(monkeypatch, xs, kw, dtype):
+    """Two images per chunk, the batch no multiple of it: values, indices and gradients equal PyTorch's, with
+    ties (ReLU zeros: the first maximum) and NaNs in the last chunk."""
+    n, c, h, w = xs
+    monkeypatch.setattr(_nc, "_CHUNK_BYTES", 2 * c * (h + 2) * (w + 2) * np.dtype(dtype).itemsize)
+    x = np.maximum(rand(*xs, seed=7, dtype=dtype), 0)
+    x[-1, 0, 0, :2] = np.nan
+    with_idx = dict(kw, return_indices=True)
+    compare_torch(_fn(F, "max_pool2d", with_idx), _fn(TF, "max_pool2d", with_idx), x)
+    with ember.no_grad():  # the scan without positions
+        y = F.max_pool2d(ember.tensor(x), **kw)
+    np.testing.assert_array_equal(y.numpy(), TF.max_pool2d(torch.tensor(x), **kw).numpy())
+
+
+def test_max_pool2d_gradient_in_chunks_equals_one_chunk(monkeypatch):
+    """float32 stays float32, and chunking changes nothing."""
+    x = rand(7, 2, 8, 6, seed=2, dtype=np.float32)
+    g = rand(7, 2, 4, 3, seed=3, dtype=np.float32)
+
+    def run():
+        ex = ember.tensor(x, requires_grad=True)
+        y = F.max_pool2d(ex, 2)
+        y.backward(ember.tensor(g))
+        return y.detach().numpy(), ex.grad.numpy()
+
+    y1, g1 = run()
+    monkeypatch.setattr(_nc, "_CHUNK_BYTES", 3 * 2 * 8 * 6 * 4)
+    y3, g3 = run()
+    assert y3.dtype == g3.dtype == np.float32
+    np.testing.assert_array_equal(y1, y3)
+    np.testing.assert_array_equal(g1, g3)
