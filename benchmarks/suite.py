@@ -110,7 +110,7 @@ def _machine() -> dict:
     except (OSError, StopIteration):
         pass
     try:
-        load = os.getloadavg()[0]
+        load = round(os.getloadavg()[0], 2)
     except OSError:
         load = None
     import numpy as np
@@ -130,7 +130,7 @@ def _fmt(v: float) -> str:
 def _verdict(value: float | None, target: float) -> str:
     if value is None:
         return "–"
-    return f"{value:.2f}× {'✓' if value >= target else '✗'}"
+    return f"{value:.3f}× {'✓' if value >= target else '✗'}"
 
 
 def render(res: dict) -> str:
