@@ -90,3 +90,15 @@ def import_torch(impls) -> object | None:
     except ImportError:
         return None
     return torch
+
+
+def train_step(model, opt, loss_fn, x, y) -> Callable[[], object]:
+    """One training step in ember or PyTorch (the same API): zero the grads, loss, backward, update.
+    Returns the detached loss."""
+    def step():
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return step

@@ -23,7 +23,7 @@ import ember.nn as enn
 import ember.nn.functional as F
 from ember.cli.models import build_model
 
-from ._harness import IMPLS, import_torch
+from ._harness import IMPLS, import_torch, train_step
 
 __all__ = ["NumpyCNN", "train_cases", "infer_cases", "ember_model", "torch_model", "LR", "IN_SHAPE", "N_CLASSES"]
 
@@ -303,33 +303,16 @@ def train_cases(batch: int = 128, impls: Iterable[str] = IMPLS, seed: int = 0) -
     model = ember_model(seed)
     out: dict[str, Callable[[], object]] = {}
     torch = import_torch(impls)
-    if torch is not None:
+    if torch is not None:  # built before ember trains, from the same initial weights
         tm = torch_model(torch, model)
-        topt = torch.optim.SGD(tm.parameters(), lr=LR)
-        tx, ty = torch.from_numpy(x_np), torch.from_numpy(y_np)
-
-        def torch_step():
-            topt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(tm(tx), ty)
-            loss.backward()
-            topt.step()
-            return loss.detach()
+        out["pytorch"] = train_step(tm, torch.optim.SGD(tm.parameters(), lr=LR), torch.nn.functional.cross_entropy,
+                                    torch.from_numpy(x_np), torch.from_numpy(y_np))
     if "ember" in impls:
-        opt = ember.optim.SGD(model.parameters(), lr=LR)
-        x, y = ember.from_numpy(x_np), ember.from_numpy(y_np)
-
-        def ember_step():
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss.detach()
-        out["ember"] = ember_step
+        out["ember"] = train_step(model, ember.optim.SGD(model.parameters(), lr=LR), F.cross_entropy,
+                                  ember.from_numpy(x_np), ember.from_numpy(y_np))
     if "numpy" in impls:
         ref = NumpyCNN.from_ember(model)
         out["numpy"] = lambda: ref.step(x_np, y_np)
-    if torch is not None:
-        out["pytorch"] = torch_step
     return out
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import ember
 import ember.nn as enn
 
-from ._harness import IMPLS, import_torch
+from ._harness import IMPLS, import_torch, train_step
 
 D_IN, N_CLASSES, LR, MOMENTUM = 784, 10, 0.01, 0.9
 
@@ -132,34 +132,14 @@ def cases(batch: int = 128, width: int = 512, impls=IMPLS, seed: int = 0) -> dic
     torch = import_torch(impls)
     if torch is not None:  # built before ember trains, from the same initial weights
         tm = torch_model(torch, model)
-        topt = torch.optim.SGD(tm.parameters(), lr=LR, momentum=MOMENTUM)
-        tx, ty = torch.from_numpy(x_np), torch.from_numpy(y_np)
-
-        def torch_step():
-            topt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(tm(tx), ty)
-            loss.backward()
-            topt.step()
-            return loss.detach()
-
-    opt = ember.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-    x, y = ember.from_numpy(x_np), ember.from_numpy(y_np)
-    cross_entropy = enn.functional.cross_entropy
-
-    def ember_step():
-        opt.zero_grad()
-        loss = cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
+        out["pytorch"] = train_step(tm, torch.optim.SGD(tm.parameters(), lr=LR, momentum=MOMENTUM),
+                                    torch.nn.functional.cross_entropy, torch.from_numpy(x_np), torch.from_numpy(y_np))
     if "ember" in impls:
-        out["ember"] = ember_step
+        out["ember"] = train_step(model, ember.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM),
+                                  enn.functional.cross_entropy, ember.from_numpy(x_np), ember.from_numpy(y_np))
     if "numpy" in impls:
         ref = NumpyMLP.from_ember(model)
         out["numpy"] = lambda: ref.step(x_np, y_np)
-    if torch is not None:
-        out["pytorch"] = torch_step
     if "matmuls" in impls:
         out["matmuls"] = matmuls_only(batch, width, seed)
     return out

@@ -18,7 +18,7 @@ import numpy as np
 import ember
 import ember.nn as enn
 
-from ._harness import IMPLS, import_torch
+from ._harness import IMPLS, import_torch, train_step
 
 BATCH, D_IN, D_HID, D_BOT, N_CLASSES, N_BLOCKS = 128, 784, 100, 50, 10, 3
 P_DROP, LR, EPS_LN = 0.1, 1e-3, 1e-5
@@ -33,19 +33,6 @@ def ember_model(p_drop: float = P_DROP) -> enn.Module:
                                         enn.Dropout(p_drop), enn.Linear(D_BOT, D_HID), enn.LayerNorm(D_HID))),
             enn.ReLU())
     return enn.Sequential(enn.Linear(D_IN, D_HID), *[block() for _ in range(N_BLOCKS)], enn.Linear(D_HID, N_CLASSES))
-
-
-def ember_step_fn(model: enn.Module):
-    import ember.nn.functional as F
-    opt = ember.optim.Adam(model.parameters(), lr=LR)
-
-    def step(x: ember.Tensor, y: ember.Tensor) -> float:
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
 
 
 # ---------------------------------------------------------------------- hand-written NumPy
@@ -170,7 +157,7 @@ class NumpyResMLP:
 
 
 # ---------------------------------------------------------------------- PyTorch
-def torch_step_fn(torch, ember_model_: enn.Module):
+def torch_model(torch, ember_model_: enn.Module):
     """The same model in PyTorch, starting from ember's weights."""
     nn = torch.nn
 
@@ -189,16 +176,7 @@ def torch_step_fn(torch, ember_model_: enn.Module):
             nn.ReLU())
     model = nn.Sequential(nn.Linear(D_IN, D_HID), *[block() for _ in range(N_BLOCKS)], nn.Linear(D_HID, N_CLASSES))
     model.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in ember_model_.state_dict().items()})
-    opt = torch.optim.Adam(model.parameters(), lr=LR)
-    loss_fn = nn.functional.cross_entropy
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
+    return model
 
 
 def cases(batch: int = BATCH, impls=IMPLS, seed: int = 0) -> dict[str, Callable[[], object]]:
@@ -212,15 +190,13 @@ def cases(batch: int = BATCH, impls=IMPLS, seed: int = 0) -> dict[str, Callable[
     out: dict[str, Callable[[], object]] = {}
     torch = import_torch(impls)
     if torch is not None:  # built before ember trains, from the same initial weights
-        torch_step = torch_step_fn(torch, model)
-        tx, ty = torch.from_numpy(x_np), torch.from_numpy(y_np)
-    step = ember_step_fn(model)
-    x, y = ember.from_numpy(x_np), ember.from_numpy(y_np)
+        tm = torch_model(torch, model)
+        out["pytorch"] = train_step(tm, torch.optim.Adam(tm.parameters(), lr=LR), torch.nn.functional.cross_entropy,
+                                    torch.from_numpy(x_np), torch.from_numpy(y_np))
     if "ember" in impls:
-        out["ember"] = lambda: step(x, y)
+        out["ember"] = train_step(model, ember.optim.Adam(model.parameters(), lr=LR), enn.functional.cross_entropy,
+                                  ember.from_numpy(x_np), ember.from_numpy(y_np))
     if "numpy" in impls:
         ref = NumpyResMLP.from_ember(model, seed=seed)
         out["numpy"] = lambda: ref.step(x_np, y_np)
-    if torch is not None:
-        out["pytorch"] = lambda: torch_step(tx, ty).detach()
     return out
