@@ -92,6 +92,11 @@ def import_torch(impls) -> object | None:
     return torch
 
 
+def in_order(cases: dict) -> dict:
+    """`cases` in the order of IMPLS (extra entries after them)."""
+    return {k: cases[k] for k in sorted(cases, key=lambda k: IMPLS.index(k) if k in IMPLS else len(IMPLS))}
+
+
 def train_step(model, opt, loss_fn, x, y) -> Callable[[], object]:
     """One training step in ember or PyTorch (the same API): zero the grads, loss, backward, update.
     Returns the detached loss."""

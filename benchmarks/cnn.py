@@ -23,7 +23,7 @@ import ember.nn as enn
 import ember.nn.functional as F
 from ember.cli.models import build_model
 
-from ._harness import IMPLS, import_torch, train_step
+from ._harness import IMPLS, import_torch, in_order, train_step
 
 __all__ = ["NumpyCNN", "train_cases", "infer_cases", "ember_model", "torch_model", "LR", "IN_SHAPE", "N_CLASSES"]
 
@@ -313,7 +313,7 @@ def train_cases(batch: int = 128, impls: Iterable[str] = IMPLS, seed: int = 0) -
     if "numpy" in impls:
         ref = NumpyCNN.from_ember(model)
         out["numpy"] = lambda: ref.step(x_np, y_np)
-    return out
+    return in_order(out)
 
 
 def infer_cases(batch: int = 1000, impls: Iterable[str] = IMPLS, seed: int = 0) -> dict[str, Callable[[], object]]:

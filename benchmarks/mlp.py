@@ -16,7 +16,7 @@ import numpy as np
 import ember
 import ember.nn as enn
 
-from ._harness import IMPLS, import_torch, train_step
+from ._harness import IMPLS, import_torch, in_order, train_step
 
 D_IN, N_CLASSES, LR, MOMENTUM = 784, 10, 0.01, 0.9
 
@@ -142,7 +142,7 @@ def cases(batch: int = 128, width: int = 512, impls=IMPLS, seed: int = 0) -> dic
         out["numpy"] = lambda: ref.step(x_np, y_np)
     if "matmuls" in impls:
         out["matmuls"] = matmuls_only(batch, width, seed)
-    return out
+    return in_order(out)
 
 
 def matmuls_only(batch: int, width: int = 512, seed: int = 0) -> Callable[[], None]:

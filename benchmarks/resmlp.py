@@ -18,7 +18,7 @@ import numpy as np
 import ember
 import ember.nn as enn
 
-from ._harness import IMPLS, import_torch, train_step
+from ._harness import IMPLS, import_torch, in_order, train_step
 
 BATCH, D_IN, D_HID, D_BOT, N_CLASSES, N_BLOCKS = 128, 784, 100, 50, 10, 3
 P_DROP, LR, EPS_LN = 0.1, 1e-3, 1e-5
@@ -199,4 +199,4 @@ def cases(batch: int = BATCH, impls=IMPLS, seed: int = 0) -> dict[str, Callable[
     if "numpy" in impls:
         ref = NumpyResMLP.from_ember(model, seed=seed)
         out["numpy"] = lambda: ref.step(x_np, y_np)
-    return out
+    return in_order(out)
