@@ -131,6 +131,16 @@ def _pool_backward(g: np.ndarray, top: np.ndarray, left: np.ndarray, lbot: np.nd
     np.subtract(d11, d10, out=d11)
 
 
+def _pool_bias_relu(z: np.ndarray, bias: np.ndarray, t: np.ndarray, u: np.ndarray, m: np.ndarray) -> None:
+    """m = relu(max over the four pool-window slots of z + bias), in place (t, u: scratch). Pooling first is
+    exact (max commutes with a per-channel shift and with ReLU) and leaves a quarter of the elements."""
+    np.maximum(z[0, 0], z[0, 1], out=t)
+    np.maximum(z[1, 0], z[1, 1], out=u)
+    np.maximum(t, u, out=m)
+    m += bias[:, None]
+    np.maximum(m, 0, out=m)
+
+
 class NumpyCNN:
     """The W3 step written out in NumPy: explicit forward and backward, in-place SGD, float32.
 
@@ -172,13 +182,7 @@ class NumpyCNN:
             c.reshape(3, 3, *c.shape[1:])[...] = as_strided(b.xp[n0:, wa:, wb:], (3, 3, n1 - n0, H2, H2),
                                                             (s1, s2, s0, 2 * s1, 2 * s2))
             np.matmul(w1, c.reshape(9, -1), out=b.z1[wa, wb, :, n0 * H2 * H2:n1 * H2 * H2])
-        z = b.z1
-        np.maximum(z[0, 0], z[0, 1], out=b.t1)
-        np.maximum(z[1, 0], z[1, 1], out=b.u1)
-        m1 = b.m1.reshape(C1, -1)
-        np.maximum(b.t1, b.u1, out=m1)
-        m1 += b1[:, None]
-        np.maximum(m1, 0, out=m1)
+        _pool_bias_relu(b.z1, b1, b.t1, b.u1, b.m1.reshape(C1, -1))
         np.copyto(b.p1[:, 1:-1, 1:-1, :], b.m1.transpose(1, 2, 3, 0))
         s0, s1, s2, s3 = b.p1.strides
         np.copyto(b.w2, W2.transpose(0, 2, 3, 1))
@@ -188,13 +192,7 @@ class NumpyCNN:
             c = b.cols2[wa, wb, at]
             c[...] = as_strided(b.p1[n0:, wa:, wb:], c.shape, (s0, 2 * s1, 2 * s2, s1, s2, s3))
             np.matmul(w2, c.reshape((n1 - n0) * H3 * H3, -1).T, out=b.z2[wa, wb, :, n0 * H3 * H3:n1 * H3 * H3])
-        z = b.z2
-        np.maximum(z[0, 0], z[0, 1], out=b.t2)
-        np.maximum(z[1, 0], z[1, 1], out=b.u2)
-        m2 = b.m2.reshape(C2, -1)
-        np.maximum(b.t2, b.u2, out=m2)
-        m2 += b2[:, None]
-        np.maximum(m2, 0, out=m2)
+        _pool_bias_relu(b.z2, b2, b.t2, b.u2, b.m2.reshape(C2, -1))
         np.copyto(b.a, b.m2.transpose(1, 0, 2, 3))  # (N, C, H, W) for the flatten
         a = b.a.reshape(n, -1)
         np.matmul(a, W3.T, out=b.h)
