@@ -7,6 +7,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from ..._tensor import Tensor
 from ..parameter import Parameter
+from . import _fusion
 from .module import Module, _addindent, _type_name
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Residual"]
@@ -63,8 +64,18 @@ class Sequential(_NumberedModules):
                 self.add_module(str(i), m)
 
     def forward(self, input):
-        for m in self._modules.values():
+        mods = list(self._modules.values())
+        i, n = 0, len(mods)
+        while i < n:
+            m = mods[i]
+            if i + 2 < n and m.__class__ is _fusion.Conv2d:  # Conv2d-ReLU-MaxPool2d as one op (see _fusion)
+                y = _fusion.fused_conv_relu_pool(m, mods[i + 1], mods[i + 2], input)
+                if y is not None:
+                    input = y
+                    i += 3
+                    continue
             input = m(input)
+            i += 1
         return input
 
     def __getitem__(self, idx):
