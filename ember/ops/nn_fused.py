@@ -102,8 +102,6 @@ class ConvReluPool(Op):
     routing on the pooled gradient, then the weight gradient as one GEMM over the kept slot columns and the
     input gradient as the adjoint convolution of the routed gradient."""
 
-    saves_output = True
-
     def forward(self, x, w, b, win, pool, need_route, keep_cols):
         n, c, h, wd = x.shape
         o = w.shape[0]
@@ -152,7 +150,8 @@ class ConvReluPool(Op):
             else:
                 np.add(y.reshape(dst.shape), b.reshape(o, 1, 1, 1), out=dst)
             np.maximum(out[n0:n1], 0, out=out[n0:n1])
-        self.route, self.geom = route, (q, (oh, ow), last)
+        # ReLU's mask, not the output: the result is the user's to modify in place, as max_pool2d's is
+        self.route, self.geom, self.live = route, (q, (oh, ow), last), (out > 0) if need_route else None
         if keep_cols:
             self.cols = cols
         return out
@@ -190,7 +189,7 @@ class ConvReluPool(Op):
         g = gz.data
         # ReLU's mask and the transpose to channel-first in one pass
         gt = np.empty((o, n * ln), g.dtype)
-        np.multiply(g.transpose(1, 0, 2, 3), self.out.transpose(1, 0, 2, 3) > 0, out=gt.reshape(o, n, *q))
+        np.multiply(g.transpose(1, 0, 2, 3), self.live.transpose(1, 0, 2, 3), out=gt.reshape(o, n, *q))
         dz = self._slot_grads(gt, slots)
         gx = gw = gb = None
         if self.needs(1):
@@ -244,7 +243,7 @@ class ConvReluPool(Op):
         """conv → pool → ReLU's own backward ops, differentiable again (for create_graph)."""
         q, ohw, _ = self.geom
         n, o = gz.shape[:2]
-        g = ReluGrad.apply(gz, self.output())
+        g = ReluGrad.apply(gz, make(self.live))  # gz where the mask is set
         idx = np.ascontiguousarray(self._entry_numbers().reshape(o, n, *q).transpose(1, 0, 2, 3))
         dz = PoolScatter.apply(g, idx, Win(pool, pool, (1, 1), ((0, 0), (0, 0))), ohw)
         gx = ConvTranspose.apply(dz, w, win, 1, x.shape[2:]) if self.needs(0) else None
@@ -308,9 +307,11 @@ def conv2d_relu_max_pool2d(input: Tensor, weight: Tensor, bias: Tensor | None, s
         raise RuntimeError(f"conv2d_relu_max_pool2d(): needs a batched (N, C, H, W) floating-point input, got "
                            f"{x.dtype} of size {list(x.shape)}")
     p = (pool, pool) if isinstance(pool, int) else tuple(pool)
+    if len(p) != 2 or not all(isinstance(v, int) and v > 0 for v in p):
+        raise RuntimeError(f"conv2d_relu_max_pool2d(): pool must be a positive int or a pair of them, got pool {list(p)}")
     win = _conv_win("conv2d", x.shape[2:], tuple(w.shape[2:]), stride, padding, dilation)
     ohw = win.out(x.shape[2:])
-    if min(pooled_size(ohw, p)) < 1 or min(p) < 1:
+    if min(pooled_size(ohw, p)) < 1:
         raise RuntimeError(f"conv2d_relu_max_pool2d(): pool {list(p)} does not fit the convolution's output of size "
                            f"{list(ohw)}")
     args = (x, w, bias)
