@@ -24,6 +24,7 @@ from .ops.unary import (abs, absolute, bitwise_not, ceil, clamp, clamp_max, clam
                         neg, negative, reciprocal, relu, round, rsqrt, sigmoid, sign, sin, sqrt, square, tan, tanh,
                         trunc)
 from .ops.convert import clone
+from .ops.nn_activation import log_softmax, softmax
 from .ops.reduce import *  # noqa: F401,F403
 from .ops.shape import *  # noqa: F401,F403
 from .ops.indexing import *  # noqa: F401,F403

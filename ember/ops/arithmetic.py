@@ -320,7 +320,7 @@ class Maximum(BinaryOp):
     ufunc = np.maximum
 
     def backward(self, gz, x, y):
-        return _minmax_grads(self, gz, x, y, x > y)
+        return _minmax_grads(self, gz, x, y, x < y, x > y)
 
 
 class Minimum(BinaryOp):
@@ -331,14 +331,15 @@ class Minimum(BinaryOp):
     ufunc = np.minimum
 
     def backward(self, gz, x, y):
-        return _minmax_grads(self, gz, x, y, x < y)
+        return _minmax_grads(self, gz, x, y, x > y, x < y)
 
 
-def _minmax_grads(node, gz, x, y, first_wins):
-    tie = x == y
-    wx = where(first_wins, 1.0, where(tie, 0.5, 0.0)).to(gz.dtype)
-    gx = gz * wx if node.needs(0) else None
-    gy = gz * (1.0 - wx) if node.needs(1) else None
+def _minmax_grads(node, gz, x, y, x_loses, y_loses):
+    """PyTorch's rule: each input gets gz unless it lost, half of it on a tie; where either is NaN neither lost,
+    so both get gz (the result is NaN there either way)."""
+    share = where(x == y, 0.5, 1.0).to(gz.dtype)
+    gx = gz * where(x_loses, 0.0, share).to(gz.dtype) if node.needs(0) else None
+    gy = gz * where(y_loses, 0.0, share).to(gz.dtype) if node.needs(1) else None
     return gx, gy
 
 
@@ -444,9 +445,12 @@ def ones_vector(n: int, dtype) -> np.ndarray:
 
 
 def sum_array(x, axes: tuple, keepdim: bool):
-    """x summed over sorted `axes`, bool/int accumulating in int64 (PyTorch's rule), with a GEMV fast path."""
+    """x summed over sorted `axes`, bool/int accumulating in int64 and float16 in float32 (PyTorch's rules: a float16
+    sum or mean whose partial sums pass 65504 is still right when the result fits), with a GEMV fast path."""
     if x.dtype.kind in "biu":
         return x.sum(axis=axes, dtype=dt.NP_INT64, keepdims=keepdim)
+    if x.dtype == np.float16:
+        return x.sum(axis=axes, dtype=np.float32, keepdims=keepdim).astype(np.float16)
     n = len(axes)
     if (0 < n < x.ndim and axes[-1] == n - 1 and x.size >= _GEMV_MIN and type(x) is np.ndarray
             and x.dtype.kind == "f" and x.dtype.itemsize >= 4 and x.flags.c_contiguous):

@@ -62,14 +62,14 @@ def _run(cls, x: Tensor, inplace: bool, op: str, *consts) -> Tensor:
 
 # ---------------------------------------------------------------------- piecewise-linear activations
 class Hardtanh(Op):
-    """z = clip(x, lo, hi);  dz/dx = 1 where lo < x < hi, else 0 (strict, as PyTorch's hardtanh)."""
+    """z = clip(x, lo, hi);  dz/dx = 0 where x <= lo or x >= hi, else 1 (strict, and NaN passes, as PyTorch)."""
 
     def forward(self, x, lo, hi):
         z = np.clip(x, lo, hi)
         return z if z.dtype == x.dtype else z.astype(x.dtype)  # an integer input stays integer
 
     def backward(self, gz, x, lo, hi):
-        return gz * ((x > lo) & (x < hi)), None, None
+        return gz * ~((x <= lo) | (x >= hi)), None, None
 
 
 class LeakyRelu(Op):
@@ -465,3 +465,17 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
                            f"{list(x.shape)}")
     shape = x.data.shape[:2] + (1,) * (nd - 2)
     return _dropout(x, p, training, inplace, shape, "dropout2d")
+
+
+def _softmax_method(self: Tensor, dim: int, dtype=None) -> Tensor:
+    """Tensor.softmax(dim): softmax along dim (as torch.softmax)."""
+    return softmax(self, dim, dtype=dtype)
+
+
+def _log_softmax_method(self: Tensor, dim: int, dtype=None) -> Tensor:
+    """Tensor.log_softmax(dim): log-softmax along dim (as torch.log_softmax)."""
+    return log_softmax(self, dim, dtype=dtype)
+
+
+Tensor.softmax = _softmax_method
+Tensor.log_softmax = _log_softmax_method

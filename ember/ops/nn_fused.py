@@ -30,7 +30,7 @@ from .arithmetic import ones_vector
 from .nn_conv import (ChannelSum, ConvTranspose, ConvWeightGrad, Win, _chunk, _conv_inputs, _conv_transpose,
                       _conv_win)
 from .nn_pool import PoolScatter, _argmax_scan, _index_dtype
-from .unary import ReluGrad
+from .unary import ReluGrad, _relu_mask
 
 __all__ = ["conv2d_relu_max_pool2d"]
 
@@ -151,7 +151,7 @@ class ConvReluPool(Op):
                 np.add(y.reshape(dst.shape), b.reshape(o, 1, 1, 1), out=dst)
             np.maximum(out[n0:n1], 0, out=out[n0:n1])
         # ReLU's mask, not the output: the result is the user's to modify in place, as max_pool2d's is
-        self.route, self.geom, self.live = route, (q, (oh, ow), last), (out > 0) if need_route else None
+        self.route, self.geom, self.live = route, (q, (oh, ow), last), _relu_mask(out) if need_route else None
         if keep_cols:
             self.cols = cols
         return out

@@ -147,6 +147,8 @@ class Mean(Op):
     def forward(self, x, axes, keepdim):
         self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
         self.n = _count(x.shape, axes)
+        if x.dtype == np.float16:  # divide before rounding to float16: the sum alone may not fit
+            return (x.sum(axis=axes, dtype=np.float32, keepdims=keepdim) / self.n).astype(np.float16)
         return sum_array(x, axes, keepdim) / self.n  # an empty mean is 0/0 = nan, as in PyTorch
 
     def backward(self, gz):
@@ -293,16 +295,17 @@ def std(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = F
 
 # ---------------------------------------------------------------------- max, min and friends
 class AMax(Op):
-    """z = max (or min) of x over `axes`;  dz/dx = gz split evenly among the elements equal to z."""
+    """z = max (or min) of x over `axes`;  dz/dx = gz split evenly among the elements equal to z. Where z is NaN:
+    among the NaN elements for max()/min() of a whole tensor (`nan_hits`), else 0/0 = NaN (PyTorch's amax/amin)."""
 
     saves_output = True
 
-    def forward(self, x, axes, keepdim, largest):
+    def forward(self, x, axes, keepdim, largest, nan_hits=False):
         return (x.max if largest else x.min)(axis=axes, keepdims=keepdim)
 
-    def backward(self, gz, x, axes, keepdim, largest):
+    def backward(self, gz, x, axes, keepdim, largest, nan_hits=False):
         z = _keep(self.output(), x.shape, axes, keepdim)
-        hit = (x == z).to(gz.dtype)
+        hit = ((x == z) | ((x != x) & (z != z)) if nan_hits else x == z).to(gz.dtype)
         return _keep(gz, x.shape, axes, keepdim) * (hit / sum(hit, axes, keepdim=True))
 
 
@@ -355,7 +358,7 @@ def _max_min(x, dim, keepdim: bool, largest: bool, op: str):
         if keepdim:
             raise TypeError(f"{op}(): keepdim=True needs a dim; {op}(input) reduces over every element")
         _nonempty(x, (), op, True)
-        return _apply(AMax, x, tuple(range(x.data.ndim)), False, largest)
+        return _apply(AMax, x, tuple(range(x.data.ndim)), False, largest, True)
     axis = _dim(dim, x.data.ndim, op)
     result = return_types.max if largest else return_types.min
     if x.data.ndim == 0:  # a 0-d tensor is its own max, at index 0

@@ -248,15 +248,21 @@ class Relu(Op):
     def backward(self, gz):
         if MODE.grad:  # create_graph: ReluGrad is differentiable in gz
             return ReluGrad.apply(gz, self.output())
-        r = gz.data * (self.out > 0)  # first order: the mask product straight on the arrays
+        r = gz.data * _relu_mask(self.out)  # first order: the mask product straight on the arrays
         return make(np.asarray(r) if isinstance(r, np.generic) else r)
 
 
+def _relu_mask(z):
+    """Where ReLU passes its gradient: not z <= 0 (PyTorch's threshold rule, so a NaN output passes it)."""
+    m = z <= 0
+    return np.logical_not(m, out=m) if type(m) is np.ndarray else ~m
+
+
 class ReluGrad(Op):
-    """Relu's backward as one op: r = gz where z > 0, else 0;  dr/dgz: the same mask, dr/dz = 0 (a.e.)."""
+    """Relu's backward as one op: r = gz except where z <= 0 (0 there);  dr/dgz: the same mask, dr/dz = 0 (a.e.)."""
 
     def forward(self, gz, z):
-        return gz * (z > 0)
+        return gz * _relu_mask(z)
 
     def backward(self, gr, gz, z):
         return (ReluGrad.apply(gr, z) if self.needs(0) else None), None
