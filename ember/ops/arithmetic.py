@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import math
 
-import math
-
 import numpy as np
 
 from .. import _dtype as dt
