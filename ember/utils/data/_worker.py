@@ -1,8 +1,9 @@
 """The DataLoader's worker processes: the loop each one runs, what it tells the main process, and
 `get_worker_info()`.
 
-A worker takes ``(task_id, indices)`` from its index queue, fetches and collates that batch, and
-sends ``(task_id, batch)`` back on its own result pipe. The main process dispatches round-robin
+A worker takes ``(task_id, indices, base_seed)`` from its index queue, fetches and collates that
+batch in the random state `_fetch.seeded` gives it, and sends ``(task_id, batch)`` back on its own
+result pipe. The main process dispatches round-robin
 and puts batches back in task order. Nothing a worker does can leave the main process waiting
 forever: failures travel as a `WorkerError`, and a worker that dies closes its pipe, which the
 main process sees at once.
@@ -13,16 +14,12 @@ import ctypes
 import os
 import pickle
 import queue
-import random
 import signal
 import sys
 import traceback
 
-import numpy as np
-
-from ..._creation import default_generator
 from ...autograd import no_grad
-from ._fetch import IterableFetcher, MapFetcher
+from ._fetch import IterableFetcher, MapFetcher, seed_all
 
 __all__ = ["WorkerInfo", "get_worker_info"]
 
@@ -33,8 +30,8 @@ _worker_info: WorkerInfo | None = None
 
 class WorkerInfo:
     """What `get_worker_info()` tells the code running in a worker (read-only): `id` (0 to
-    ``num_workers - 1``), `num_workers`, `seed` (this worker's ember and `random` seed) and
-    `dataset` (this process's copy of the dataset)."""
+    ``num_workers - 1``), `num_workers`, `seed` (``base_seed + id``: the ember and `random` seed the
+    worker starts with, and fetches batch `id` with) and `dataset` (this process's copy)."""
 
     __slots__ = ("id", "num_workers", "seed", "dataset")
 
@@ -129,11 +126,9 @@ def worker_loop(worker_id: int, num_workers: int, dataset, iterable: bool, auto_
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     parent = os.getppid()
-    seed = base_seed + worker_id
-    random.seed(seed)
-    default_generator.manual_seed(seed)
-    # NumPy's global generator too, distinct per worker: forked workers would otherwise share its state
-    np.random.seed(np.random.SeedSequence([worker_id, base_seed]).generate_state(4))
+    # seeded as if about to fetch batch `worker_id` (distinct per worker: forked workers would otherwise
+    # share their parent's states); worker_init_fn and iter(dataset) run in this state
+    seed = seed_all(base_seed, worker_id)
     _worker_info = WorkerInfo(worker_id, num_workers, seed, dataset)
     fetcher_type = IterableFetcher if iterable else MapFetcher
     fetcher = start_error = None  # every task gets start_error while there is no fetcher
@@ -166,12 +161,14 @@ def worker_loop(worker_id: int, num_workers: int, dataset, iterable: bool, auto_
             elif ended:
                 continue  # its iterable dataset is done; the main process no longer waits for this worker
             else:
-                task_id, index = task
+                # batch `task_id` of the epoch whose base seed is `epoch_seed`: fetched in the same
+                # random state as in the main process with num_workers=0 (see _fetch.py)
+                task_id, index, epoch_seed = task
                 if fetcher is None:
                     reply = (task_id, start_error)
                 else:
                     try:
-                        reply = (task_id, fetcher.fetch(index))
+                        reply = (task_id, fetcher.fetch(index, epoch_seed, task_id))
                     except Exception as e:
                         if iterable and isinstance(e, StopIteration):
                             reply, ended = (task_id, IterationEnd(worker_id)), True

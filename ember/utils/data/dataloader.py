@@ -53,10 +53,18 @@ class DataLoader(Generic[T_co]):
     are read as they stream. `collate_fn` (default: `default_collate`) merges the samples of a batch.
 
     With ``num_workers > 0`` batches are made in that many worker processes, up to
-    ``prefetch_factor * num_workers`` in flight, and delivered in sampler order. Each iterator draws
-    a base seed from `generator` (ember's default generator when None); worker i seeds ember's
-    default generator and Python's `random` with ``base_seed + i`` (NumPy's global generator from
-    both), then calls ``worker_init_fn(i)``. An exception in a worker is raised again here, naming
+    ``prefetch_factor * num_workers`` in flight, and delivered in sampler order.
+
+    Randomness: each epoch draws one base seed from `generator` (ember's default generator when
+    None), workers or not. Batch t of the epoch is fetched with ember's default generator and
+    Python's `random` freshly seeded with ``base_seed + t`` (NumPy's global generator from both),
+    in the main process as in any worker. So the same seed gives bitwise the same batches, random
+    augmentation in ``__getitem__`` included, whatever `num_workers` is and whichever worker loads a
+    batch; the caller's generators are restored after each batch fetched in the main process (the
+    dataset's draws do not advance them). Worker i starts in the state of batch i (PyTorch's seed
+    ``base_seed + i``, `get_worker_info().seed`) and then calls ``worker_init_fn(i)``; seeding done
+    there (or state kept in the dataset) is overridden for each batch, or escapes the guarantee.
+    Another thread drawing from these generators while a batch loads breaks it too. An exception in a worker is raised again here, naming
     the worker and the sample indices; a worker that dies, or a batch slower than `timeout` seconds,
     raises RuntimeError. `persistent_workers` keeps the workers alive from one epoch to the next.
     `prefetch_factor` is None by default, as in PyTorch 2.13: 2 when there are workers.
@@ -198,10 +206,14 @@ class _BaseIter:
         self._index_sampler = loader.batch_sampler if self._auto_collation else loader.sampler
         self._collate_fn = loader.collate_fn
         self._drop_last = loader.drop_last
+        self._generator = loader.generator
         self._sampler_iter = iter(self._index_sampler)
-        # drawn for every iterator, workers or not, so the generator's stream (and with it the
-        # shuffling order) does not depend on num_workers
-        self._base_seed = int((loader.generator or default_generator).np.integers(0, 1 << 63))
+        self._base_seed = self._draw_base_seed()
+
+    def _draw_base_seed(self) -> int:
+        # drawn for every epoch, workers or not (persistent ones too), so the generator's stream (and
+        # with it the shuffling order) does not depend on num_workers
+        return int((self._generator or default_generator).np.integers(0, 1 << 63))
 
     def _make_fetcher(self):
         fetcher = IterableFetcher if self._iterable else MapFetcher
@@ -218,9 +230,12 @@ class _SingleProcessIter(_BaseIter):
     def __init__(self, loader: DataLoader) -> None:
         super().__init__(loader)
         self._fetcher = self._make_fetcher()
+        self._batch = 0  # number of the next batch in this epoch: with the base seed, its random state
 
     def __next__(self):
-        return self._fetcher.fetch(next(self._sampler_iter))
+        index = next(self._sampler_iter)
+        t, self._batch = self._batch, self._batch + 1
+        return self._fetcher.fetch(index, self._base_seed, t)
 
 
 class _MultiProcessIter(_BaseIter):
@@ -281,6 +296,7 @@ class _MultiProcessIter(_BaseIter):
         """A new epoch on the same (persistent) workers: what the last epoch left in flight is
         discarded, and each worker restarts its dataset iterator."""
         self._sampler_iter = iter(self._index_sampler)
+        self._base_seed = self._draw_base_seed()  # as a fresh iterator would: a new epoch, new random states
         for q in self._index_queues:
             q.put(Resume())
         for w in range(len(self._workers)):
@@ -300,7 +316,7 @@ class _MultiProcessIter(_BaseIter):
                 break
         else:
             return
-        self._index_queues[w].put((self._send_idx, index))
+        self._index_queues[w].put((self._send_idx, index, self._base_seed))
         self._task_worker[self._send_idx] = w
         self._pending[w] += 1
         self._send_idx += 1
