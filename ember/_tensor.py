@@ -402,6 +402,9 @@ def _to_array(data, np_dtype, op: str):
     try:
         arr = np.asarray(data)
     except ValueError as e:
+        ragged = _ragged(data)
+        if ragged:
+            raise ValueError(f"{op}(): {ragged}; nested sequences must be rectangular") from None
         raise ValueError(f"{op}(): could not convert data to a tensor ({e}); nested sequences must be rectangular") from None
     if arr.dtype == object:
         raise TypeError(f"{op}(): could not infer dtype of {type(data).__name__}; data must be numbers, "
@@ -423,6 +426,23 @@ def _to_array(data, np_dtype, op: str):
         if np_dtype is None and arr.dtype not in dt.FROM_NP:
             raise TypeError(f"{op}(): unsupported NumPy dtype {arr.dtype}; use one of {', '.join(d.name for d in dt.ALL)}")
     return arr if np_dtype is None else arr.astype(np_dtype, copy=False)
+
+
+def _ragged(data, dim: int = 0) -> str | None:
+    """For a ragged nested list/tuple: PyTorch's "expected sequence of length L at dim d (got M)"; else None."""
+    if not isinstance(data, (list, tuple)) or not data:
+        return None
+    lens = [len(x) if isinstance(x, (list, tuple)) else None for x in data]
+    first = lens[0]
+    for n in lens[1:]:
+        if n != first:
+            return (f"expected sequence of length {first} at dim {dim + 1} (got {n})" if first is not None and
+                    n is not None else f"expected every item at dim {dim + 1} to be a sequence, or none of them")
+    for x in data:
+        r = _ragged(x, dim + 1)
+        if r:
+            return r
+    return None
 
 
 def _flat_first(data):

@@ -154,6 +154,9 @@ def _class_target(x: Tensor, t: Tensor, op: str) -> np.ndarray:
     ts = t.data.shape
     expected = () if len(shape) == 1 else (shape[0],) + shape[2:]
     if ts != expected:
+        if len(shape) == 1 and len(ts) == 1:  # PyTorch's ValueError for an unbatched input with a batch of targets
+            raise ValueError(f"{op}(): For 1D input, 1D target must have size 1, but got target size: {ts[0]} "
+                             f"(input {list(shape)} is one sample of {shape[0]} classes; add a batch dimension)")
         if len(shape) >= 2 and len(ts) == len(expected) and ts[0] != shape[0]:
             raise ValueError(f"{op}(): expected input batch_size ({shape[0]}) to match target batch_size ({ts[0]}) "
                              f"(input {list(shape)}, target {list(ts)})")

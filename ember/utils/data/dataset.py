@@ -80,9 +80,11 @@ class Subset(Dataset[T_co]):
         self.indices = indices
 
     def __getitem__(self, idx):
-        if isinstance(idx, list):
-            return self.dataset[[self.indices[i] for i in idx]]
-        return self.dataset[self.indices[idx]]
+        try:
+            inner = [self.indices[i] for i in idx] if isinstance(idx, list) else self.indices[idx]
+        except IndexError:
+            raise IndexError(f"Subset: index {idx} is out of range for a Subset of length {len(self.indices)}") from None
+        return self.dataset[inner]
 
     def __getitems__(self, indices: list) -> list:
         getitems = getattr(self.dataset, "__getitems__", None)
