@@ -419,7 +419,7 @@ def _arg(x, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
     if a.ndim == 0:
         return make(array_module(a).zeros((), _INT64))
     _nonempty(x, (axis,), op, False)
-    return make(fn(axis=axis, keepdims=keepdim).astype(_INT64, copy=False))
+    return make(_as_array(fn(axis=axis, keepdims=keepdim)).astype(_INT64, copy=False))  # 1-d: NumPy gives a scalar
 
 
 def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
