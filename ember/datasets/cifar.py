@@ -15,6 +15,7 @@ import codecs
 import io
 import os
 import pickle
+import pickletools
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,15 @@ _BIN_DIR = "cifar-10-batches-bin"
 _TRAIN = ["data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5"]
 _TEST = ["test_batch"]
 
+
+def _latin1_encode(obj: str, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+    """`_codecs.encode` as protocols 0-2 use it for bytes (text -> latin1): other codecs, such as
+    zlib_codec or bz2_codec, are refused, so a corrupt or hostile file cannot reach them."""
+    if not isinstance(obj, str) or codecs.lookup(encoding).name != "iso8859-1":
+        raise pickle.UnpicklingError(f"only _codecs.encode(str, 'latin1') is allowed, got encoding {encoding!r}")
+    return codecs.encode(obj, encoding, errors)
+
+
 # Everything a pickled ndarray refers to, under the module names NumPy 1.x (numpy.core) and 2.x
 # (numpy._core) write: the array and dtype classes, `_reconstruct` (protocols 0-4), `_frombuffer`
 # (protocol 5), `scalar` (NumPy scalars such as a label of type np.int64), and `_codecs.encode`, which
@@ -42,7 +52,7 @@ _ALLOWED_GLOBALS = {
     **{(f"numpy.{core}.multiarray", "_reconstruct"): _multiarray._reconstruct for core in ("core", "_core")},
     **{(f"numpy.{core}.multiarray", "scalar"): _multiarray.scalar for core in ("core", "_core")},
     **{(f"numpy.{core}.numeric", "_frombuffer"): _numeric._frombuffer for core in ("core", "_core")},
-    ("_codecs", "encode"): codecs.encode,
+    ("_codecs", "encode"): _latin1_encode,
 }
 
 
@@ -71,13 +81,21 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
 def _unpickle(path: str) -> dict:
     with open(path, "rb") as f:
-        try:
-            obj = _RestrictedUnpickler(f, path).load()
-        except _ForbiddenGlobal:
-            raise
-        except Exception as e:  # whatever a corrupt pickle makes the unpickler raise
-            raise RuntimeError(f"CIFAR10: {path} is not a valid CIFAR-10 python batch "
-                               f"({type(e).__name__}: {e})") from None
+        raw = f.read()
+    try:
+        # The C unpickler allocates a counted bytes/str/frame at the length the file claims before
+        # reading it (2 GiB for a corrupt 4-byte length). Walking the opcodes first, over the bytes in
+        # memory, checks every such length against what the file holds, so nothing larger is allocated.
+        unpickler = _RestrictedUnpickler(io.BytesIO(raw), path)
+        for op, arg, _ in pickletools.genops(io.BytesIO(raw)):
+            if op.name in ("GLOBAL", "INST"):  # refuse a named global here already, whatever follows it
+                unpickler.find_class(*arg.split(" ", 1))
+        obj = unpickler.load()
+    except _ForbiddenGlobal:
+        raise
+    except Exception as e:  # whatever a corrupt pickle makes the opcode walk or the unpickler raise
+        raise RuntimeError(f"CIFAR10: {path} is not a valid CIFAR-10 python batch "
+                           f"({type(e).__name__}: {e})") from None
     if not isinstance(obj, dict):
         raise RuntimeError(f"CIFAR10: {path} holds a {type(obj).__name__}, expected the dict of a CIFAR-10 batch")
     # Python 3 re-pickles of the batches sometimes keep Python 2's byte-string keys

@@ -26,6 +26,7 @@ __all__ = ["read_idx", "MNIST", "FashionMNIST"]
 _IDX_TYPES = {0x08: np.dtype(np.uint8), 0x09: np.dtype(np.int8), 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
               0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
 _CHUNK = 1 << 22
+_MAX_NDIM = 64  # NumPy's limit: the magic number's byte allows up to 255
 
 
 def _read_body(f, claim: int) -> bytearray:
@@ -57,6 +58,9 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
                 raise RuntimeError(f"read_idx: {path} is not an IDX file: bad magic number 0x{head.hex()} "
                                    f"(expected 0x0000TTNN with type code TT in {{{codes}}} and NN >= 1 dimensions)")
             dtype, ndim = _IDX_TYPES[head[2]], head[3]
+            if ndim > _MAX_NDIM:
+                raise RuntimeError(f"read_idx: {path} is not a readable IDX file: its header announces {ndim} "
+                                   f"dimensions, more than the {_MAX_NDIM} an array can have")
             raw_dims = f.read(4 * ndim)
             if len(raw_dims) < 4 * ndim:
                 raise RuntimeError(f"read_idx: {path} is truncated: its header announces {ndim} dimensions "
