@@ -25,7 +25,7 @@ import ember
 import ember.nn.functional as EF
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import assume, given, settings  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 pytestmark = requires_torch
@@ -230,15 +230,13 @@ UNARY = {
     "floor": (ember.floor, torch.floor if torch else None),
 }
 POSITIVE = {"log", "sqrt"}
-UNARY_BOOL_BUGS = {"neg", "abs", "relu", "floor"}
 
 
 @given(op=st.sampled_from(sorted(UNARY)), shape=shapes, data=st.data())
 @_settings(120)
 def test_unary(op: str, shape: tuple, data) -> None:
-    """Unary math: int inputs promote to float32 like PyTorch; bool misuse fails alike."""
+    """Unary math: int inputs promote to float32 like PyTorch; bool misuse (neg/abs/relu/floor) fails alike."""
     x = data.draw(tensors(shape, low=0.2 if op in POSITIVE else -3.0))
-    assume(not (op in UNARY_BOOL_BUGS and x.a.dtype == np.bool_))  # see test_known_mismatches
     check(*UNARY[op], [x])
 
 
@@ -249,15 +247,11 @@ REDUCE = ["sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "var", 
 @given(op=st.sampled_from(REDUCE), shape=shapes, keepdim=st.booleans(), data=st.data())
 @_settings(150)
 def test_reductions(op: str, shape: tuple, keepdim: bool, data) -> None:
-    """Reductions over all dims or one dim (some out of range), with keepdim, on empty inputs too."""
+    """Reductions over all dims or one dim (some out of range), with keepdim, on empty inputs too
+    (an empty reduced dim, a bool argmax, a logsumexp without its required dim fail alike)."""
     x = data.draw(tensors(shape))
     n = len(shape)
     dim = data.draw(st.one_of(st.none(), st.integers(-n - 1, max(n, 0))))
-    if op == "logsumexp" and dim is None:
-        dim = 0  # logsumexp needs a dim in PyTorch
-    # known ember bugs, pinned in test_known_mismatches
-    assume(not (op == "argmax" and (x.a.dtype == np.bool_ or (dim is None and x.a.size == 0))))
-    assume(not (op in ("amax", "amin") and dim is not None and x.a.size == 0 and -n <= dim < max(n, 1)))
 
     def run(mod, t):
         f = getattr(mod, op)
@@ -308,7 +302,8 @@ def test_reshape(shape: tuple, data) -> None:
 @given(shape=shapes, data=st.data())
 @_settings(80)
 def test_permute_transpose(shape: tuple, data) -> None:
-    """permute by any permutation (repeated dims fail); transpose with dims possibly out of range."""
+    """permute by any permutation, as a list or unpacked (repeated dims fail; `permute()` with no dims is a
+    TypeError); transpose with dims possibly out of range."""
     x = data.draw(tensors(shape))
     n = len(shape)
     perm = list(data.draw(st.permutations(range(n))))
@@ -316,7 +311,10 @@ def test_permute_transpose(shape: tuple, data) -> None:
         perm[0] = perm[1]
     lo, hi = -max(n, 1) - 1, max(n, 1)
     d0, d1 = data.draw(st.integers(lo, hi)), data.draw(st.integers(lo, hi))
-    check(lambda t: t.permute(perm), lambda t: t.permute(perm), [x])
+    if data.draw(st.booleans()):
+        check(lambda t: t.permute(*perm), lambda t: t.permute(*perm), [x])
+    else:
+        check(lambda t: t.permute(perm), lambda t: t.permute(perm), [x])
     check(lambda t: t.transpose(d0, d1), lambda t: t.transpose(d0, d1), [x])
 
 
@@ -330,7 +328,10 @@ def test_expand(shape: tuple, data) -> None:
     if target and data.draw(st.integers(0, 5)) == 0:
         i = data.draw(st.integers(0, len(target) - 1))
         target[i] = 5  # wrong unless that dim is 1
-    check(lambda t: t.expand(target), lambda t: t.expand(target), [x])
+    if data.draw(st.booleans()):  # unpacked: `expand()` with no sizes is a TypeError
+        check(lambda t: t.expand(*target), lambda t: t.expand(*target), [x])
+    else:
+        check(lambda t: t.expand(target), lambda t: t.expand(target), [x])
 
 
 @given(shape=shapes, k=st.integers(1, 3), stack=st.booleans(), data=st.data())
@@ -443,21 +444,21 @@ def test_matmul(sh: tuple, same_dtype: int, data) -> None:
 @given(shape=shapes, log=st.booleans(), data=st.data())
 @_settings(80)
 def test_softmax(shape: tuple, log: bool, data) -> None:
-    """softmax / log_softmax along any dim (out of range fails alike); ints are rejected like PyTorch."""
+    """softmax / log_softmax along any dim (out of range fails alike, checked before the dtype);
+    ints are rejected like PyTorch."""
     x = data.draw(tensors(shape, low=-5, high=5, dtypes=DTYPES if 0 not in shape else FLOATS))
     n = len(shape)
     dim = data.draw(st.integers(-max(n, 1) - 1, max(n, 1)))
     name = "log_softmax" if log else "softmax"
-    # ember checks the dtype before the dim (PyTorch: dim first); pinned in test_known_mismatches
-    assume(x.a.dtype.kind == "f" or -max(n, 1) <= dim < max(n, 1))
     check(lambda t: getattr(EF, name)(t, dim), lambda t: getattr(TF, name)(t, dim), [x])
 
 
-@given(batch=st.lists(st.integers(0, 2), max_size=2).map(tuple), fin=st.integers(1, 3), fout=st.integers(1, 3),
+@given(batch=st.lists(st.integers(0, 2), max_size=2).map(tuple), fin=st.integers(0, 3), fout=st.integers(0, 3),
        bias=st.booleans(), bad=st.integers(0, 7), data=st.data())
 @_settings(60)
 def test_linear(batch: tuple, fin: int, fout: int, bias: bool, bad: int, data) -> None:
-    """F.linear over any batch shape; a wrong in_features fails alike."""
+    """F.linear over any batch shape, with 0 in_features (zeros + bias) or 0 out_features; a wrong in_features
+    fails alike."""
     x = data.draw(tensors(batch + (fin,), dtypes=FLOATS))
     dt = [str(x.a.dtype)]
     w = data.draw(tensors((fout, fin + (bad == 0)), dtypes=dt))
@@ -503,45 +504,71 @@ def test_layer_norm(shape: tuple, affine: bool, data) -> None:
         check(lambda t: EF.layer_norm(t, norm), lambda t: TF.layer_norm(t, norm), [x])
 
 
-# ----------------------------------------------------------------------------- known mismatches
-def _same_outcome(e_fn: Callable, t_fn: Callable) -> None:
-    """Both raise the same builtin exception type, or both return equal tensors."""
-    try:
-        t_out = t_fn()
-    except Exception as exc:
-        with pytest.raises(_builtin_type(exc)):
-            e_fn()
-        return
-    _compare(e_fn(), t_out)
+# ----------------------------------------------------------------------------- former mismatches
+# Minimal reproductions of mismatches the properties above found (now fixed), kept as regression tests that
+# always run: each must raise PyTorch's exception type with a message naming the op and the culprit.
+def _b() -> tuple:
+    return ember.tensor([True, False]), torch.tensor([True, False])
 
 
-KNOWN = {
-    # unary ops on bool: PyTorch refuses them
-    "abs_bool": (lambda: ember.abs(ember.tensor([True, False])), lambda: torch.abs(torch.tensor([True, False]))),
-    "neg_bool": (lambda: -ember.tensor([True]), lambda: -torch.tensor([True])),
-    "relu_bool": (lambda: ember.relu(ember.tensor([True])), lambda: torch.relu(torch.tensor([True]))),
-    "floor_bool": (lambda: ember.floor(ember.tensor([True])), lambda: torch.floor(torch.tensor([True]))),
-    "argmax_bool": (lambda: ember.argmax(ember.tensor([True, False])), lambda: torch.argmax(torch.tensor([True, False]))),
-    # empty reductions: PyTorch raises IndexError, ember RuntimeError
-    "argmax_empty_nodim": (lambda: ember.argmax(ember.zeros(0)), lambda: torch.argmax(torch.zeros(0))),
-    "amax_empty_dim": (lambda: ember.amax(ember.zeros(0), 0), lambda: torch.amax(torch.zeros(0), 0)),
-    "amin_empty_dim": (lambda: ember.amin(ember.zeros(0), -1), lambda: torch.amin(torch.zeros(0), -1)),
-    # a non-float input with a bad dim: PyTorch reports the dim (IndexError) first
-    "softmax_int_bad_dim": (lambda: EF.softmax(ember.ones(2, dtype=ember.int64), 1),
-                            lambda: TF.softmax(torch.ones(2, dtype=torch.int64), 1)),
-    # logsumexp's dim is required in PyTorch
-    "logsumexp_nodim": (lambda: ember.logsumexp(ember.ones(2)), lambda: torch.logsumexp(torch.ones(2))),
-    # missing required arguments are a TypeError in PyTorch
-    "permute_noargs": (lambda: ember.ones(2).permute(), lambda: torch.ones(2).permute()),
-    "expand_noargs": (lambda: ember.ones(()).expand(), lambda: torch.ones(()).expand()),
-    # linear on a >2-d input with in_features == 0 (an empty contraction): zeros (+ bias) in PyTorch
-    "linear_zero_in_features_3d": (lambda: EF.linear(ember.zeros(2, 2, 0), ember.zeros(1, 0), ember.ones(1)),
-                                   lambda: TF.linear(torch.zeros(2, 2, 0), torch.zeros(1, 0), torch.ones(1))),
+MISUSE = {
+    "abs_bool": (lambda m, x: m.abs(x), _b, r"abs\(\).*bool"),
+    "neg_bool": (lambda m, x: -x, _b, r"neg\(\).*bool"),
+    "relu_bool": (lambda m, x: m.relu(x), _b, r"relu\(\).*bool"),
+    "relu_inplace_bool": (lambda m, x: x.relu_(), _b, r"relu\(\).*bool"),
+    "floor_bool": (lambda m, x: m.floor(x), _b, r"floor\(\).*bool"),
+    "ceil_bool": (lambda m, x: m.ceil(x), _b, r"ceil\(\).*bool"),
+    "trunc_bool": (lambda m, x: m.trunc(x), _b, r"trunc\(\).*bool"),
+    "round_bool": (lambda m, x: m.round(x), _b, r"round\(\).*bool"),
+    "argmax_bool": (lambda m, x: m.argmax(x), _b, r"argmax\(\).*bool"),
+    "argmin_bool_dim": (lambda m, x: m.argmin(x, 0), _b, r"argmin\(\).*bool"),
+    "argmax_empty_nodim": (lambda m, x: m.argmax(x), lambda: (ember.zeros(2, 0), torch.zeros(2, 0)),
+                           r"argmax\(\).*dim.*numel\(\) == 0"),
+    "amax_empty_dim": (lambda m, x: m.amax(x, 0), lambda: (ember.zeros(0), torch.zeros(0)), r"amax\(\).*dim 0"),
+    "amin_empty_dim": (lambda m, x: m.amin(x, -1), lambda: (ember.zeros(0), torch.zeros(0)), r"amin\(\).*dim"),
+    "amax_empty_nodim": (lambda m, x: m.amax(x), lambda: (ember.zeros(0), torch.zeros(0)), r"amax\(\).*'dim'"),
+    "softmax_int_bad_dim": (lambda m, x: (EF if m is ember else TF).softmax(x, 1),
+                            lambda: (ember.ones(2, dtype=ember.int64), torch.ones(2, dtype=torch.int64)),
+                            r"softmax\(\).*range"),
+    "logsumexp_nodim": (lambda m, x: m.logsumexp(x), lambda: (ember.ones(2), torch.ones(2)), r"logsumexp\(\).*dim"),
+    "logsumexp_method_nodim": (lambda m, x: x.logsumexp(), lambda: (ember.ones(2), torch.ones(2)),
+                               r"logsumexp\(\).*dim"),
+    "permute_noargs": (lambda m, x: x.permute(), lambda: (ember.ones(2), torch.ones(2)), r"permute\(\).*dims"),
+    "expand_noargs": (lambda m, x: x.expand(), lambda: (ember.ones(()), torch.ones(())), r"expand\(\).*size"),
+    "reshape_noargs": (lambda m, x: x.reshape(), lambda: (ember.ones(()), torch.ones(())), r"reshape\(\).*shape"),
 }
 
 
-@pytest.mark.xfail(strict=True, reason="bug: ember differs from PyTorch here (exception type or result)")
-@pytest.mark.parametrize("case", sorted(KNOWN))
-def test_known_mismatches(case: str) -> None:
-    """Mismatches found by the properties above, pinned as minimal reproductions."""
-    _same_outcome(*KNOWN[case])
+@pytest.mark.parametrize("case", sorted(MISUSE))
+def test_former_mismatch_misuse(case: str) -> None:
+    """The misuse fails in PyTorch; ember raises the same builtin exception type, naming op and culprit."""
+    fn, make_inputs, pattern = MISUSE[case]
+    e_x, t_x = make_inputs()
+    with pytest.raises(Exception) as t_exc:
+        fn(torch, t_x)
+    with pytest.raises(_builtin_type(t_exc.value), match=pattern):
+        fn(ember, e_x)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shapes", [((2, 2, 0), (1, 0)), ((2, 3, 2, 0), (3, 0)), ((2, 2, 3), (0, 3)),
+                                    ((2, 0, 0), (0, 0)), ((3, 0), (2, 0))])
+def test_linear_empty_contraction(shapes: tuple, bias: bool) -> None:
+    """F.linear with in_features == 0 (on >= 3-d inputs too) is zeros (+ bias), with PyTorch's gradients;
+    out_features == 0 works as well; gradcheck (float64) and a create_graph weight gradient run."""
+    xs, ws = shapes
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(xs), rng.standard_normal(ws)] + ([rng.standard_normal(ws[:1])] if bias else [])
+    outs = []
+    for m, F in ((ember, EF), (torch, TF)):
+        leaves = [m.tensor(a, requires_grad=True) for a in arrays]
+        y = F.linear(*leaves)
+        (y * y + y).sum().backward()
+        outs.append([y.detach().numpy()] + [t.grad.numpy() for t in leaves])
+    for e, t in zip(*outs):
+        assert e.shape == t.shape
+        np.testing.assert_allclose(e, t, rtol=1e-12, atol=1e-12)
+    leaves = [ember.tensor(a, requires_grad=True) for a in arrays]
+    assert ember.autograd.gradcheck(EF.linear, leaves, eps=1e-6, atol=1e-5, rtol=1e-3)
+    gw, = ember.autograd.grad((EF.linear(*leaves) ** 2).sum(), leaves[1], create_graph=True)
+    assert tuple(gw.shape) == ws

@@ -374,12 +374,13 @@ def _softmax_args(input, dim, dtype, op: str, stacklevel: int) -> tuple:
         dim = 0 if nd in (0, 1, 3) else 1  # PyTorch's legacy implicit choice
         warnings.warn(f"{op}(): implicit dimension choice is deprecated (dim={dim} was chosen for a {nd}-d input); "
                       f"pass dim=X explicitly.", UserWarning, stacklevel=stacklevel)
+    axis = _dim(dim, x.data.ndim, op)  # the dim is checked before the dtype, as in PyTorch
     if dtype is not None:
         x = x.to(dtype)
     if x.data.dtype.kind != "f":
         raise NotImplementedError(f"{op}(): not implemented for {x.dtype} tensors; convert the input to a floating "
                                   f"dtype first, or pass dtype=ember.float32")
-    return x, _dim(dim, x.data.ndim, op)
+    return x, axis
 
 
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:

@@ -49,7 +49,7 @@ class Linear(Op):
     def forward(self, x, w, b):
         if x.ndim == 2:
             out = x @ w.T
-        elif x.ndim > 2 and x.flags.c_contiguous:
+        elif x.ndim > 2 and x.flags.c_contiguous and x.shape[-1]:
             # one (rows, in) @ (in, out) GEMM instead of NumPy's loop of small ones over the leading dims
             out = (x.reshape(-1, x.shape[-1]) @ w.T).reshape(x.shape[:-1] + (w.shape[0],))
         else:
@@ -67,16 +67,22 @@ class Linear(Op):
         return gx, gw, gb
 
 
+def _rows(a: np.ndarray) -> np.ndarray:
+    """`a` as a matrix of rows (leading dims flattened); `reshape(-1, 0)` is ambiguous, hence the size-0 case."""
+    k = a.shape[-1]
+    return a.reshape(-1, k) if k else a.reshape(math.prod(a.shape[:-1]), 0)
+
+
 def _linear_grads(node: Linear, g, x, w, b) -> tuple:
     """Linear's gradients as arrays (the same products as its backward, without recording ops)."""
     m = g.shape[-1]
-    g2 = g.reshape(-1, m)
+    g2 = _rows(g)
     gx = gw = gb = None
     if node.needs(0):
         r = g2 @ w
         gx = make(r if r.shape == x.shape else r.reshape(x.shape))  # (a reshape view would be copied on .grad)
     if node.needs(1):
-        gw = make(_weight_grad(g2, x.reshape(-1, x.shape[-1])))
+        gw = make(_weight_grad(g2, _rows(x)))
     if b is not None and node.needs(2):
         if b.shape == (m,):
             gb = make(ones_vector(g2.shape[0], g.dtype) @ g2)  # column sums as one GEMV
@@ -98,7 +104,7 @@ class LinearWeightGrad(Op):
     dr/dgz = x @ grᵀ (a linear of x by gr), dr/dx = gz @ gr."""
 
     def forward(self, gz, x):
-        return _weight_grad(gz.reshape(-1, gz.shape[-1]), x.reshape(-1, x.shape[-1]))
+        return _weight_grad(_rows(gz), _rows(x))
 
     def backward(self, gr, gz, x):
         return (Linear.apply(x, gr, None) if self.needs(0) else None), (Matmul.apply(gz, gr) if self.needs(1) else None)

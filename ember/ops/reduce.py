@@ -392,7 +392,8 @@ def min(input: Tensor, dim=None, keepdim: bool = False, *, other: Tensor | None 
 
 def _amax_amin(x, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
     axes = _axes(dim, x.data.ndim, op)
-    _nonempty(x, axes, op, len(axes) == x.data.ndim)
+    # only an implicit "every dim" (None, () or []) is the RuntimeError; a named empty dim is an IndexError
+    _nonempty(x, axes, op, dim is None or (isinstance(dim, (tuple, list)) and not dim))
     return _apply(AMax, x, axes, keepdim, largest)
 
 
@@ -408,11 +409,13 @@ def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
 
 def _arg(x, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
     a = x.data
+    if a.dtype.kind == "b":  # checked first, as in PyTorch (an empty bool input reports the dtype)
+        raise RuntimeError(f"{op}(): does not support bool input; convert it with .long() or .to(ember.uint8) first")
     fn = a.argmax if largest else a.argmin
     if dim is None:
-        if a.size == 0:
-            raise RuntimeError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0 "
-                               f"(input shape {list(a.shape)}).")
+        if a.size == 0:  # an IndexError in PyTorch, unlike max()/amax() of an empty input (RuntimeError)
+            raise IndexError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0 "
+                             f"(input shape {list(a.shape)}).")
         i = _as_array(fn()).astype(_INT64, copy=False)
         return make(i.reshape((1,) * a.ndim) if keepdim else i)
     axis = _dim(dim, a.ndim, op)
@@ -454,8 +457,9 @@ class LogSumExp(Op):
         return _keep(gz, x.shape, axes, keepdim) * (x - z).exp()
 
 
-def logsumexp(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
-    """ln Σ exp(input) over `dim`, without overflow; integer inputs are promoted to the default float dtype."""
+def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
+    """ln Σ exp(input) over `dim` (required, as in PyTorch: an int or tuple), without overflow;
+    integer inputs are promoted to the default float dtype."""
     x = _check(input, "logsumexp")
     if x.data.dtype.kind != "f":
         x = x.to(dt.get_default_dtype())

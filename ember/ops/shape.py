@@ -348,11 +348,18 @@ def _reshape(x: Tensor, sizes: tuple, op: str, view_only: bool) -> Tensor:
     return as_view(View.apply(x, shape), x)
 
 
+_SHAPE_KW = {"permute": "dims", "tile": "dims", "flip": "dims", "reshape": "shape"}  # else "size"
+
+
 def _shape_args(args, kw, op: str) -> tuple:
+    """The ints of a `*args` shape (`f(2, 3)` or `f((2, 3))`) or of its keyword; TypeError when neither is given
+    (the argument is required in PyTorch: `x.permute()` is not `x.permute(())`)."""
     if kw is not None:
         if args:
             raise TypeError(f"{op}(): got the shape both positionally and as a keyword")
         args = (kw,)
+    elif not args:
+        raise TypeError(f"{op}() missing 1 required positional argument: '{_SHAPE_KW.get(op, 'size')}'")
     return _ints(args, op, "shape")
 
 

@@ -34,9 +34,9 @@ class Neg(Op):
     saves_inputs = False
 
     def forward(self, x):
-        if x.dtype == np.bool_:
-            raise TypeError("neg(): negation, the `-` operator, on a bool tensor is not supported. "
-                            "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+        if x.dtype.kind == "b":  # RuntimeError, as in PyTorch; `kind` is the cheapest robust dtype test
+            raise RuntimeError("neg(): negation, the `-` operator, on a bool tensor is not supported. "
+                               "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
         return -x
 
     def backward(self, gz):
@@ -243,6 +243,9 @@ class Relu(Op):
     saves_inputs, saves_output = False, True
 
     def forward(self, x):
+        if x.dtype.kind == "b":
+            raise RuntimeError("relu(): bool inputs are not supported (got an ember.bool tensor); "
+                               "convert it with .to(ember.float32) or .long() first")
         return np.maximum(x, 0)
 
     def backward(self, gz):
@@ -272,6 +275,8 @@ class Abs(Op):
     """z = |x|;  dz/dx = sign(x) (0 at 0)."""
 
     def forward(self, x):
+        if x.dtype.kind == "b":
+            raise _not_for_bool("abs")
         return np.abs(x)
 
     def backward(self, gz, x):
@@ -286,6 +291,19 @@ class Erf(Op):
 
     def backward(self, gz, x):
         return gz * ((-x * x).exp() * (2.0 / math.sqrt(math.pi)))
+
+
+def _not_for_bool(op: str) -> NotImplementedError:
+    """PyTorch's error for a bool input to an op that has no bool kernel (abs, floor, ...)."""
+    return NotImplementedError(f"{op}(): not implemented for ember.bool tensors; "
+                               "convert the input to an integer or floating dtype first")
+
+
+def _copy_non_float(x: np.ndarray, op: str) -> np.ndarray:
+    """floor/ceil/trunc/round of an integer array is the array itself; a bool one is refused, as in PyTorch."""
+    if x.dtype.kind == "b":
+        raise _not_for_bool(op)
+    return x.copy()
 
 
 class _Piecewise(Op):
@@ -304,22 +322,22 @@ class Sign(_Piecewise):
 
 class Floor(_Piecewise):
     def forward(self, x):
-        return np.floor(x) if x.dtype.kind == "f" else x.copy()
+        return np.floor(x) if x.dtype.kind == "f" else _copy_non_float(x, "floor")
 
 
 class Ceil(_Piecewise):
     def forward(self, x):
-        return np.ceil(x) if x.dtype.kind == "f" else x.copy()
+        return np.ceil(x) if x.dtype.kind == "f" else _copy_non_float(x, "ceil")
 
 
 class Trunc(_Piecewise):
     def forward(self, x):
-        return np.trunc(x) if x.dtype.kind == "f" else x.copy()
+        return np.trunc(x) if x.dtype.kind == "f" else _copy_non_float(x, "trunc")
 
 
 class Round(_Piecewise):
     def forward(self, x, decimals=0):
-        return np.round(x, decimals) if x.dtype.kind == "f" else x.copy()
+        return np.round(x, decimals) if x.dtype.kind == "f" else _copy_non_float(x, "round")
 
 
 class Clamp(Op):
