@@ -16,7 +16,7 @@ from ._creation import (Generator, arange, as_tensor, bernoulli, default_generat
                         from_numpy, full, full_like, get_rng_state, initial_seed, linspace, logspace, manual_seed,
                         multinomial, normal, ones, ones_like, rand, rand_like, randint, randint_like, randn,
                         randn_like, randperm, seed, set_rng_state, tensor, zeros, zeros_like)
-from .ops.arithmetic import (add, allclose, bitwise_and, bitwise_or, bitwise_xor, div, divide, eq, equal,
+from .ops.arithmetic import (add, allclose, arctan2, atan2, bitwise_and, bitwise_or, bitwise_xor, div, divide, eq, equal,
                              floor_divide, fmod, ge, gt, isclose, le, lerp, logical_and, logical_or, logical_xor, lt,
                              maximum, minimum, mul, multiply, ne, pow, remainder, sub, subtract, true_divide, where)
 from .ops.unary import (abs, absolute, bitwise_not, ceil, clamp, clamp_max, clamp_min, clip, cos, erf, erfc, exp,

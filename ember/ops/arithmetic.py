@@ -367,6 +367,35 @@ class Fmod(BinaryOp):
         return gz, (-gz * (x / y).trunc() if self.needs(1) else None)
 
 
+class Atan2(BinaryOp):
+    """z = atan2(x, y), the angle of the point (y, x) (x is the ordinate);  with r = 1/(x² + y²),
+    dz/dx = y·r, dz/dy = -x·r. At the origin r is taken as 0 (so both gradients are ±0), as PyTorch does."""
+
+    saves_inputs = True
+    ufunc = np.arctan2
+
+    def forward(self, x, y):
+        # integer and bool operands give the default float dtype, as in PyTorch (NumPy would give float64)
+        if (getattr(x, "dtype", None) is None or x.dtype.kind != "f") and (getattr(y, "dtype", None) is None or y.dtype.kind != "f"):
+            if getattr(x, "dtype", None) is not None:
+                x = x.astype(dt.NP_DEFAULT_FLOAT)
+            if getattr(y, "dtype", None) is not None:
+                y = y.astype(dt.NP_DEFAULT_FLOAT)
+        return np.arctan2(x, y)
+
+    def backward(self, gz, x, y):
+        # integer inputs are computed in the gradient's float dtype (x·x would overflow an int32)
+        if isinstance(x, Tensor) and x.data.dtype.kind != "f":
+            x = x.to(gz.dtype)
+        if isinstance(y, Tensor) and y.data.dtype.kind != "f":
+            y = y.to(gz.dtype)
+        denom = x * x + y * y
+        recip = where(denom == 0, 0.0, denom.reciprocal()) if isinstance(denom, Tensor) else (1.0 / denom if denom else 0.0)
+        gx = gz * y * recip if self.needs(0) else None
+        gy = gz * -x * recip if self.needs(1) else None
+        return gx, gy
+
+
 def _is_bool(v) -> bool:
     return v.__class__ is bool or getattr(v, "dtype", None) == np.bool_
 
@@ -608,6 +637,26 @@ def fmod(input, other) -> Tensor:
     return binary(Fmod, input, other, "fmod")
 
 
+def atan2(input, other) -> Tensor:
+    """Elementwise arctangent of input / other, in (-π, π], with the quadrant taken from both signs
+    (input is the ordinate y, other the abscissa x). Broadcasts; integer inputs give the default float dtype."""
+    return binary(Atan2, input, other, "atan2")
+
+
+arctan2 = atan2
+
+
+def atan2_(self: Tensor, other) -> Tensor:
+    """In-place atan2: self becomes atan2(self, other); self must be floating point and of the broadcast shape."""
+    from .inplace import _check_writable, _commit, _commit_view_check, _old
+    _check_writable(self, "atan2_")
+    if MODE.grad and (self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)):
+        if self._base is not None:
+            _commit_view_check(self, "atan2_")
+        return _commit(self, binary(Atan2, _old(self, Atan2), other, "atan2_"), "atan2_")
+    return _commit(self, binary(Atan2, self, other, "atan2_"), "atan2_")
+
+
 def floor_divide(input, other) -> Tensor:
     return _nondiff(FloorDivide, input, other, "floor_divide")
 
@@ -723,6 +772,8 @@ def _bind() -> None:
                  "logical_and", "logical_or", "logical_xor", "equal", "lerp", "allclose", "isclose"):
         setattr(T, name, globals()[name])
     T.multiply, T.subtract, T.divide = mul, sub, div
+    T.atan2 = T.arctan2 = atan2
+    T.atan2_ = T.arctan2_ = atan2_
     T.greater, T.greater_equal, T.less, T.less_equal, T.not_equal = gt, ge, lt, le, ne
     T.where = lambda self, condition, other: where(condition, self, other)
 
