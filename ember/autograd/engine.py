@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 from .._tensor import TENSOR_TYPES, Slot, Tensor, bump_version, make
-from .function import FREED, Node
+from .function import FREED, Node, free_buffers
 from .grad_mode import MODE
 
 
@@ -182,6 +182,8 @@ def _run(roots: list, root_grads: list, retain_graph: bool, create_graph: bool, 
                 if node.out is not None:
                     node.out = None
                     node.inputs = FREED
+                if node.__dict__ and not node._user_ctx:  # arrays its forward kept on the node
+                    free_buffers(node)
             for e, gi in zip(node.next, grads):
                 if e is None:
                     continue

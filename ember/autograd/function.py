@@ -35,6 +35,7 @@ class Node:
     _post_hooks = None  # [hook(grad_inputs, grad_outputs)]
     _hooked = False  # True once any of the above is set: the engine's one test per node
     trace = None  # creation traceback, under detect_anomaly
+    _user_ctx = False  # FunctionCtx: its attributes belong to the user (PyTorch keeps them after backward)
 
     def name(self) -> str:
         return type(self).__name__ + "Backward"
@@ -97,6 +98,35 @@ class Node:
             f"one of the variables needed for gradient computation has been modified by an inplace operation: "
             f"[{dtype}{shape}] (an input or output of {self.name()}) is at version {now}; expected version {saved} "
             f"instead. Hint: replace the in-place operation (e.g. x += y, x.add_(y), x[i] = v) by its out-of-place form.")
+
+
+def free_buffers(node: Node) -> None:
+    """Drop the arrays a built-in op's forward stored on the node (masks, normalised inputs,
+    columns...): the saved buffers beyond `inputs`/`out`, which the engine frees itself.
+
+    Called by the engine once the node's backward has run without `retain_graph`, so a graph
+    kept alive by a reference to its output (`losses.append(loss)`) holds no array memory.
+    Hooks, the anomaly trace and small non-array facts stay. `inputs` becomes FREED, so a second
+    backward through the node raises PyTorch's "backward through the graph a second time" error
+    instead of reading a dropped attribute."""
+    d = node.__dict__
+    drop = [k for k, v in d.items() if _is_buffer(v)]
+    for k in drop:
+        del d[k]
+    if drop:
+        node.inputs = FREED
+
+
+def _is_buffer(v, depth: int = 0) -> bool:
+    """An array (anything with `nbytes`: NumPy, CuPy), a Tensor, or a tuple/list holding one
+    (nested a few levels: an index is a tuple that may hold arrays and tuples of arrays)."""
+    if isinstance(v, Tensor) or hasattr(v, "nbytes"):
+        return True
+    if (v.__class__ is tuple or v.__class__ is list) and depth < 3:
+        for e in v:
+            if _is_buffer(e, depth + 1):
+                return True
+    return False
 
 
 class AccumulateGrad:
@@ -247,6 +277,8 @@ def _op_apply1(cls, x: Tensor) -> Tensor:
 # ---------------------------------------------------------------------- user-defined Functions
 class FunctionCtx(Node):
     """The `ctx` passed to a user Function's forward and backward (and its graph node)."""
+
+    _user_ctx = True
 
     def save_for_backward(self, *tensors) -> None:
         for t in tensors:
