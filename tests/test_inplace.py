@@ -418,3 +418,92 @@ def test_random_fills_errors():
         ember.zeros(2, dtype=ember.int64).normal_()
     with pytest.raises(RuntimeError, match="bernoulli_.*0 <= p <= 1"):
         ember.empty(2).bernoulli_(1.5)
+
+
+# ---------------------------------------------------------------------- PyTorch parity fixes (issue 6)
+def test_sub_inplace_with_bool_raises() -> None:
+    """sub_ refuses a bool on either side, like out-of-place sub (and PyTorch)."""
+    for fn in (lambda: ember.tensor([1]).sub_(False), lambda: ember.tensor([1.0]).sub_(ember.tensor(True)),
+               lambda: ember.tensor([True]).sub_(ember.tensor([True])), lambda: ember.tensor([True]).sub_(1)):
+        with pytest.raises(RuntimeError, match="sub.*bool"):
+            fn()
+
+
+def test_pow_inplace_int_negative_exponent_message() -> None:
+    with pytest.raises(RuntimeError, match=r"pow_.*integers to negative integer powers.*-1"):
+        ember.tensor([1, -1, 2]).pow_(-1)
+    assert ember.tensor([1, -1, 2]).pow_(ember.tensor(-1)).tolist() == [1, -1, 0]  # a tensor exponent is defined
+
+
+def test_setitem_advanced_index_dtype_must_match() -> None:
+    """An advanced-index write does not cast (RuntimeError naming both dtypes); basic writes, scalars and
+    one-element values under a single bool mask do."""
+    with pytest.raises(RuntimeError, match="index put.*float32.*int64"):
+        ember.zeros(2)[ember.tensor([0])] = ember.tensor([1])
+    with pytest.raises(RuntimeError, match="index put"):  # the dtype check comes before the range check
+        ember.zeros(2)[ember.tensor([5])] = ember.tensor([1])
+    t = ember.zeros(2)
+    t[0] = ember.tensor(1)
+    t[ember.tensor([1])] = 2
+    t[ember.tensor([True, False])] = ember.tensor(3, dtype=ember.float64)
+    assert t.tolist() == [3.0, 2.0]
+
+
+@pytest.mark.parametrize("shape,dim,exc", [((2,), 0, IndexError), ((2, 3), 0, RuntimeError),
+                                           ((2, 2, 2), 1, IndexError), ((2, 3), 1, RuntimeError)])
+def test_index_add_out_of_range_exception_type(shape, dim, exc) -> None:
+    """PyTorch's (CPU) exception type for out-of-range and negative index_add indices."""
+    src = list(shape)
+    src[dim] = 1
+    for i in (shape[dim], -1):
+        with pytest.raises(exc, match=f"index_add.*{i}"):
+            ember.index_add(ember.ones(shape), dim, ember.tensor([i]), ember.ones(src))
+
+
+def test_fill_zero_keep_graph_tensor_in_graph() -> None:
+    x = ember.ones(3, requires_grad=True)
+    y = x * 2
+    y.zero_()
+    assert y.requires_grad and not y.is_leaf
+    y.sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+@requires_torch
+@pytest.mark.parametrize("case", ["row", "transposed", "strided", "nested", "setitem", "copy", "base_no_grad"])
+def test_inplace_on_view_of_graph_tensor_matches_torch(case: str) -> None:
+    """An in-place op on a view of a non-leaf rewrites the base's history (PyTorch's CopySlices):
+    the base's values, x's and the operand's gradients match torch."""
+    ops = {"row": lambda y, w: y[0].mul_(w[:4]), "transposed": lambda y, w: y.t().add_(w[:3]),
+           "strided": lambda y, w: y[:, ::2].mul_(w[:2]), "nested": lambda y, w: y[1:].t()[2].mul_(w[1]),
+           "setitem": lambda y, w: y[1].__setitem__(slice(1, 3), w[:2] * 3),
+           "copy": lambda y, w: y[2].copy_(w[:4]), "base_no_grad": None}
+    out = []
+    for L in (ember, torch):
+        x = L.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+        w = L.tensor([0.5, 1.5, 2.0, 3.0], requires_grad=True)
+        if case == "base_no_grad":  # a base outside the graph joins it
+            y = L.ones(3, 4, dtype=L.float64)
+            y[1:, 1].mul_(w[:2])
+        else:
+            y = x * 2
+            ops[case](y, w)
+        (y * y).sum().backward()
+        out.append([y.detach().numpy().copy(), x.grad, w.grad])
+    for e, t in zip(*out):
+        if e is None or t is None:
+            assert e is None and t is None
+        else:
+            np.testing.assert_allclose(np.asarray(e.numpy() if hasattr(e, "numpy") else e),
+                                       t.numpy() if hasattr(t, "numpy") else t, rtol=1e-12)
+
+
+def test_inplace_on_view_of_leaf_or_detached_raises() -> None:
+    x = ember.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="mul_.*view of a leaf"):
+        x[0].mul_(2)
+    y = x * 2
+    with ember.no_grad():
+        v = y[:2]
+    with pytest.raises(RuntimeError, match="mul_.*outside the graph"):
+        v.mul_(ember.ones(2, requires_grad=True))

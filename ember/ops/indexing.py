@@ -61,6 +61,10 @@ def _index_item(it):
     raise IndexError(f"tensors used as indices must be long, int, byte or bool tensors, got {dt.FROM_NP.get(a.dtype, a.dtype)}")
 
 
+class _ArrayIndexError(IndexError):
+    """An integer index tensor out of range: PyTorch finds it only after an index put's dtype check."""
+
+
 def _unwrap(seq):
     return [x.data if isinstance(x, Tensor) else _unwrap(x) if isinstance(x, (list, tuple)) else x for x in seq]
 
@@ -139,7 +143,8 @@ def _parse(index, shape: tuple) -> tuple:
             if it.size:
                 lo, hi = int(it.min()), int(it.max())
                 if hi >= size or lo < -size:
-                    raise IndexError(f"index {hi if hi >= size else lo} is out of bounds for dimension {d} with size {size}")
+                    raise _ArrayIndexError(f"index {hi if hi >= size else lo} is out of bounds for dimension {d} with "
+                                           f"size {size}")
                 if lo < 0:  # non-negative indices make the gradient's sort-and-sum path valid
                     items[k] = np.where(it < 0, it + size, it)
             d += 1
@@ -309,11 +314,38 @@ def getitem(self: Tensor, index) -> Tensor:
     return r
 
 
+def _masked_fill_write(idx, value: Tensor) -> bool:
+    """Whether PyTorch writes `t[idx] = value` as a masked fill (which casts value): a one-element value and
+    a single boolean-tensor index of 1+ dims (ints and slices beside it allowed; a Python bool in a tuple
+    counts as an index tensor)."""
+    if value.data.size != 1:
+        return False
+    tensors = [it for it in idx[1] if isinstance(it, (np.ndarray, np.bool_))]
+    # a 0-d bool tensor indexes like a Python bool inside a tuple: as an integer index tensor
+    return len(tensors) == 1 and isinstance(tensors[0], np.ndarray) and tensors[0].dtype == np.bool_ \
+        and tensors[0].ndim > 0
+
+
+def _dtype_mismatch(self: Tensor, value: Tensor):
+    raise RuntimeError(f"__setitem__: index put requires the source and destination dtypes match, got {self.dtype} for "
+                       f"the destination and {value.dtype} for the source (an advanced-index write does not cast: "
+                       f"convert the value with .to({self.dtype}))")
+
+
 def setitem(self: Tensor, index, value) -> None:
     """x[index] = value (broadcast): in place; under autograd the tensor takes the result's place in the graph."""
-    idx = _fast_index(index, self.data.shape)
+    try:
+        idx = _fast_index(index, self.data.shape)
+    except _ArrayIndexError:
+        if isinstance(value, Tensor) and value.data.dtype != self.data.dtype:
+            _dtype_mismatch(self, value)
+        raise
     _check_writable(self, "__setitem__")
     if isinstance(value, Tensor):
+        # t[True] = v alone is a plain copy in PyTorch (casts); only a real index put refuses other dtypes
+        if idx[2] and value.data.dtype != self.data.dtype and type(index) is not bool \
+                and not _masked_fill_write(idx, value):
+            _dtype_mismatch(self, value)
         graph = MODE.grad and (self.requires_grad or value.requires_grad) and self.data.dtype.kind == "f"
         if graph and value.data.dtype != self.data.dtype:
             value = value.to(self.dtype)
@@ -627,7 +659,9 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     a, d, size = _select_args(x, dim, index, "index_select")
     if a.size and (a.min() < 0 or a.max() >= size):
         bad = int(a.max()) if a.max() >= size else int(a.min())
-        raise IndexError(f"index_select(): index out of range in self: index {bad} for dimension {d} with size {size}")
+        msg = f"index_select(): index out of range in self: index {bad} for dimension {d} with size {size}"
+        # PyTorch (CPU) checks dim 1 of a 2+-d tensor, and empty 2+-d tensors, with RuntimeError
+        raise (RuntimeError if x.ndim > 1 and (d == 1 or x.data.size == 0) else IndexError)(msg)
     if x.ndim == 0 and a.size != 1:
         raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {a.size} value(s)")
     return IndexSelect.apply(x, dim=d, index=a)
@@ -649,7 +683,14 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1
     if sshape[d] != a.size:
         raise RuntimeError(f"index_add(): Number of indices ({a.size}) should be equal to source.size(dim): "
                            f"({sshape[d]}), for dim: {d}")
-    a = _check_range(a, size, d, "index_add")
+    if a.size and (a.min() < 0 or a.max() >= size):
+        bad = int(a.max()) if a.max() >= size else int(a.min())
+        # PyTorch (CPU) hands dim 0 / the last dim of a 2+-d tensor with int64 indices and alpha 1 to
+        # scatter_add (RuntimeError); every other case checks the index itself (IndexError)
+        if x.ndim > 1 and d in (0, x.ndim - 1) and a.dtype == np.int64 and alpha == 1:
+            raise RuntimeError(f"index_add(): index {bad} is out of bounds for dimension {d} with size {size}")
+        raise IndexError(f"index_add(): index out of range in self: index {bad} for dimension {d} with size {size} "
+                         f"(negative indices are not allowed)")
     return IndexAdd.apply(x, source, dim=d, index=a, alpha=alpha)
 
 

@@ -34,15 +34,78 @@ def _commit(t: Tensor, result: Tensor, op: str) -> Tensor:
     if r.shape != t.data.shape:
         raise RuntimeError(f"{op}: output with shape {list(t.shape)} doesn't match the broadcast shape {list(r.shape)}")
     if result.requires_grad:
-        if t._base is not None and (t._base.requires_grad or result.requires_grad) and MODE.grad:
-            raise RuntimeError(f"{op}: in-place modification of a view of a tensor that is part of the autograd graph "
-                               f"is not supported by ember; use an out-of-place op (e.g. torch.where or torch.cat) or "
-                               f"do the update under ember.no_grad()")
+        if t._base is not None and MODE.grad:
+            return _commit_view(t, result, op)
         t.data[...] = r
         t._edge = result._edge
         t.requires_grad = True
     else:
         np.copyto(t.data, r, casting="same_kind")
+    bump_version(t)
+    return t
+
+
+def _positions(view, base):
+    """The flat (C-order) position in `base` of each element of `view`, a NumPy view into base's memory;
+    None when that mapping does not exist (another dtype, elements outside base, overlapping elements)."""
+    if not (isinstance(view, np.ndarray) and isinstance(base, np.ndarray)) or view.dtype != base.dtype:
+        return None
+    if view.size == 0:
+        return np.zeros(view.shape, np.int64)
+    isz = base.itemsize
+    delta = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    if delta % isz or any(st % isz for st in base.strides + view.strides):
+        return None
+    bst = [st // isz for n, st in zip(base.shape, base.strides)]
+    vst = [st // isz for st in view.strides]
+    if any(st == 0 and n > 1 for n, st in zip(base.shape, bst)):
+        return None  # a base whose elements share memory: positions are ambiguous
+    lo = sum((n - 1) * st for n, st in zip(base.shape, bst) if st < 0)
+    hi = sum((n - 1) * st for n, st in zip(base.shape, bst) if st > 0)
+    start = delta // isz
+    vlo = start + sum((n - 1) * st for n, st in zip(view.shape, vst) if st < 0)
+    vhi = start + sum((n - 1) * st for n, st in zip(view.shape, vst) if st > 0)
+    if vlo < lo or vhi > hi:
+        return None
+    # lay base's flat positions out in a buffer with base's memory layout, then read it through view's layout
+    buf = np.full(hi - lo + 1, -1, np.int64)
+    as_strided = np.lib.stride_tricks.as_strided
+    as_strided(buf[-lo:], base.shape, [st * 8 for st in bst])[...] = np.arange(base.size).reshape(base.shape)
+    pos = as_strided(buf[start - lo:], view.shape, [st * 8 for st in vst]).copy()
+    if (pos < 0).any() or np.unique(pos).size != pos.size:
+        return None
+    return pos
+
+
+def _commit_view(t: Tensor, result: Tensor, op: str) -> Tensor:
+    """In-place op on a view `t` under autograd, as PyTorch's CopySlices: the base takes a new graph node
+    (base with the view's positions replaced by `result`), and the view becomes a slice of that node, so
+    gradients reach the base's history (zero at the overwritten positions) and result's inputs."""
+    from .indexing import GetItem, IndexPut
+    base = t._base
+    if base.requires_grad and base._edge is None:
+        raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is being used in an in-place "
+                           f"operation; do the update under `with ember.no_grad():` or on a clone()")
+    if base.requires_grad and not t.requires_grad:
+        raise RuntimeError(f"{op}: this tensor shares memory with a tensor that requires grad but was taken outside "
+                           f"the graph (under no_grad, or by detach()); modifying it in place with autograd would "
+                           f"hide the change from the graph: clone() it first")
+    pos = _positions(t.data, base.data)
+    if pos is None:
+        _commit_view_check(t, op)
+    if base.data.ndim == 0:
+        if t.data.ndim:
+            _commit_view_check(t, op)
+        idx = (None, (Ellipsis,), 0)
+    else:
+        idx = (None, np.unravel_index(pos, base.data.shape) + (Ellipsis,), 2)
+    r = result if result.data.dtype == base.data.dtype else result.to(base.dtype)
+    new_base = IndexPut.apply(base, r, idx=idx)
+    t.data[...] = r.data  # writes through to the base's memory: base.data now equals new_base.data
+    base._edge = new_base._edge
+    base.requires_grad = True
+    t._edge = GetItem.apply(new_base, idx=idx)._edge
+    t.requires_grad = True
     bump_version(t)
     return t
 
@@ -59,11 +122,15 @@ def _binary_(cls, name: str):
     def method(self: Tensor, other, *, alpha=None) -> Tensor:
         op = name + "_"
         _check_writable(self, op)
+        if cls is A.Sub:  # bool - x and x - bool are refused in place too, as PyTorch's sub does
+            A._bool_sub(self, other)
         o = other if alpha is None or alpha == 1 else other * alpha
         needs_graph = MODE.grad and (self.requires_grad or (isinstance(o, Tensor) and o.requires_grad))
         if not needs_graph:
             x = self.data
             y = o.data if isinstance(o, Tensor) else o
+            if cls is A.Pow:
+                return _pow_(self, o)
             ufunc = _UFUNCS[cls]
             if cls is A.Div and x.dtype.kind != "f":
                 raise RuntimeError(f"{op}: result type Float can't be cast to the desired output type {self.dtype}")
@@ -79,11 +146,18 @@ def _binary_(cls, name: str):
                                    f"{list(np.broadcast_shapes(x.shape, np.shape(y)))}") from None
             bump_version(self)
             return self
-        if self._base is not None and MODE.grad:
-            _commit_view_check(self, op)
         return _commit(self, A.binary(cls, _old(self, cls), o, op), op)
     method.__name__ = name + "_"
     return method
+
+
+def _pow_(self: Tensor, o) -> Tensor:
+    """pow_ outside the graph: NumPy's integer power refuses negative exponents with a ValueError
+    that says nothing useful, so compute out of place (PyTorch's rules) and write back."""
+    if self.data.dtype.kind in "iub" and type(o) is int and o < 0:
+        raise RuntimeError(f"pow_(): integers to negative integer powers are not allowed (an integer tensor of dtype "
+                           f"{self.dtype} to the power {o}); use a floating-point tensor")
+    return _commit(self, A.binary(A.Pow, self, o, "pow_"), "pow_")
 
 
 def _commit_view_check(t: Tensor, op: str) -> None:
@@ -97,8 +171,6 @@ def _unary_(fn, name: str, cls=None):
         op = name + "_"
         _check_writable(self, op)
         if MODE.grad and self.requires_grad:
-            if self._base is not None:
-                _commit_view_check(self, op)
             return _commit(self, fn(_old(self, cls), *args, **kwargs), op)
         return _commit(self, fn(self, *args, **kwargs), op)
     method.__name__ = name + "_"
@@ -116,21 +188,23 @@ def fill_(self: Tensor, value) -> Tensor:
         if value.dim() != 0:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions.")
         if MODE.grad and (value.requires_grad or self.requires_grad):
-            return _commit(self, A.broadcast_to(value.to(self.dtype), self.shape) + 0, "fill_")
+            return _replace(self, value.to(self.dtype), "fill_")
         value = value.item()
     return _overwrite(self, value, "fill_")
+
+
+def _replace(self: Tensor, value, op: str) -> Tensor:
+    """Under autograd, overwrite every element with `value` (broadcast) and stay in the graph, as PyTorch
+    does: the old values get a zero gradient, a Tensor value the gradient of what it was written to."""
+    from .indexing import IndexPut
+    return _commit(self, IndexPut.apply(self, value, idx=(None, (Ellipsis,), 0)), op)
 
 
 def _overwrite(self: Tensor, value, op: str) -> Tensor:
     """Replace every value (a scalar or an array of self's shape): the result depends on nothing."""
     if MODE.grad and self.requires_grad:
-        if self._base is not None:
-            _commit_view_check(self, op)
-        self.data[...] = value
-        self._edge = None
-        self.requires_grad = False  # constant now: nothing upstream gets a gradient through it
-    else:
-        self.data[...] = value
+        return _replace(self, value if isinstance(value, (int, float, bool)) else make(np.asarray(value)), op)
+    self.data[...] = value
     bump_version(self)
     return self
 
@@ -200,19 +274,13 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     except ValueError:
         raise RuntimeError(f"copy_: the source of shape {list(src.shape)} cannot be broadcast to the destination "
                            f"of shape {list(self.shape)}") from None
-    if MODE.grad and src.requires_grad:
-        if self._base is not None:
-            _commit_view_check(self, "copy_")
-        r = A.broadcast_to(src.to(self.dtype) if self.is_floating_point() else src, self.shape)
-        return _commit(self, r + 0 if r is src else r, "copy_")
+    if MODE.grad and (src.requires_grad or self.requires_grad) and self.is_floating_point():
+        return _replace(self, src.to(self.dtype) if src.requires_grad else src, "copy_")
     xp_src = src.data
     if type(xp_src) is not type(self.data):
         from .. import backend
         xp_src = backend.array_module(self.data).asarray(xp_src if isinstance(xp_src, np.ndarray) else xp_src.get())
     self.data[...] = xp_src
-    if MODE.grad and self.requires_grad:
-        self._edge = None
-        self.requires_grad = False
     bump_version(self)
     return self
 
