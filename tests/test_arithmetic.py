@@ -88,10 +88,34 @@ def test_pow_base_zero_and_negative_as_pytorch(dtype):
 
 
 def test_pow_integer_negative_exponent_raises():
+    # only a negative Python-number exponent on an integer tensor is an error (as PyTorch)
     with pytest.raises(RuntimeError, match="pow.*negative integer powers"):
         ember.tensor([1, 2]) ** -1
     with pytest.raises(RuntimeError, match="pow.*negative integer powers"):
-        ember.tensor([1, 2]) ** ember.tensor([1, -2])
+        ember.tensor([1, 2], dtype=ember.int8).pow(-3)
+
+
+@requires_torch
+@pytest.mark.parametrize("base,exp", [
+    ([1, -1, 2, 0, -2, 3, -1, 5], [-1, -1, -2, -1, -1, -3, -2, 2]),  # tensor ** tensor: truncated integer power
+    (2, [-1, 1, 0, -3]), (-1, [-1, -2, 3]), (0, [-1, 0, 2]), (1, [-5]),  # number ** tensor
+    ([[2, -1], [1, 3]], [-1, 2]),  # broadcast
+    ([True, False], [-1, 1]),  # bool base: promoted to int64
+])
+@pytest.mark.parametrize("dtype", ["int64", "int8", "int32"])
+def test_pow_integer_negative_tensor_exponent_as_pytorch(base, exp, dtype):
+    ed, td = getattr(ember, dtype), getattr(torch, dtype)
+    if isinstance(base, list):
+        eb, tb = ember.tensor(base), torch.tensor(base)
+        if eb.dtype != ember.bool:
+            eb, tb = eb.to(ed), tb.to(td)
+    else:
+        eb, tb = base, base
+    r = eb ** ember.tensor(exp, dtype=ed)
+    ref = tb ** torch.tensor(exp, dtype=td)
+    assert r.tolist() == ref.tolist() and str(r.dtype)[6:] == str(ref.dtype)[6:]
+    r0 = ember.tensor(2, dtype=ed) ** ember.tensor(-1, dtype=ed)  # 0-d exponent tensor: defined too
+    assert r0.tolist() == (torch.tensor(2, dtype=td) ** torch.tensor(-1, dtype=td)).tolist() == 0
 
 
 def test_pow_int_values():
@@ -128,8 +152,29 @@ def test_remainder_fmod_floor_divide_values(a, b):
 def test_integer_division_by_zero_raises():
     with pytest.raises(RuntimeError, match="remainder.*by zero"):
         ember.tensor([1, 2]) % ember.tensor([1, 0])
+    with pytest.raises(RuntimeError, match="fmod.*by zero"):
+        ember.fmod(ember.tensor([1, 2]), 0)
     with pytest.raises(RuntimeError, match="floor_divide.*by zero"):
         ember.tensor([1, 2]) // 0
+
+
+@requires_torch
+@pytest.mark.parametrize("op", ["fmod", "remainder"])
+@pytest.mark.parametrize("a,b", [((0,), 0), ((0,), (0,)), ((0,), (1,)), ((1,), (0,)), ((2, 0), (1,))])
+def test_integer_mod_of_empty_by_zero_is_empty(op, a, b):
+    """Nothing is divided when either operand is empty, so a zero divisor is no error (as PyTorch)."""
+    def args(lib):
+        mk = (lambda v: lib.zeros(v, dtype=lib.int64) if isinstance(v, tuple) else v)
+        return mk(a), mk(b)
+    r, ref = getattr(ember, op)(*args(ember)), getattr(torch, op)(*args(torch))
+    assert tuple(r.shape) == tuple(ref.shape) and r.dtype == ember.int64
+
+
+def test_where_uint8_condition_is_deprecated_mask():
+    c = ember.tensor([3, 0, 1], dtype=ember.uint8)
+    with pytest.warns(UserWarning, match="where.*uint8"):
+        r = ember.where(c, ember.tensor([1., 2., 3.]), ember.tensor([4., 5., 6.]))
+    assert r.tolist() == [1., 5., 3.]
 
 
 def test_div_bad_rounding_mode():
@@ -150,8 +195,10 @@ def test_where_broadcast_parity(dtype):
 
 
 def test_where_bad_inputs():
-    with pytest.raises(TypeError, match="where.*bool"):
+    with pytest.raises(RuntimeError, match="where.*bool.*float32"):
         ember.where(ember.ones(2), ember.ones(2), ember.zeros(2))
+    with pytest.raises(RuntimeError, match="where.*bool.*int8"):
+        ember.where(ember.tensor([1, 0], dtype=ember.int8), 1.0, 2.0)
     with pytest.raises(RuntimeError, match="where.*broadcast"):
         ember.where(ember.ones(3) > 0, ember.ones(2), ember.zeros(2))
 
@@ -252,3 +299,17 @@ def test_isclose_allclose_equal():
     assert ember.allclose(a, b) and ember.equal(a, a) and not ember.equal(a, b)
     assert ember.isclose(a, b).tolist() == [True, True]
     assert not ember.equal(a, ember.ones(3))
+
+
+def test_numpy_arctan2_runs_as_ember_atan2():
+    """np.arctan2 on tensors routes to ember.atan2 (like np.maximum): a Tensor result that keeps the graph."""
+    y = ember.tensor([1.0, -1.0, 0.5], requires_grad=True)
+    x = ember.tensor([2.0, -3.0, 0.0])
+    z = np.arctan2(y, x)
+    assert isinstance(z, ember.Tensor) and z.dtype == ember.float32 and z.requires_grad
+    np.testing.assert_allclose(z.detach().numpy(), np.arctan2(y.detach().numpy(), x.numpy()), rtol=1e-6)
+    z.sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), [2 / 5, -3 / 10, 0.0], rtol=1e-6, atol=1e-7)
+    mixed = np.arctan2(np.array([1.0, 1.0], np.float32), ember.tensor([1.0, -1.0]))  # array and tensor
+    assert isinstance(mixed, ember.Tensor)
+    np.testing.assert_allclose(mixed.numpy(), [np.pi / 4, 3 * np.pi / 4], rtol=1e-6)

@@ -298,6 +298,43 @@ def test_conv_transpose2d_output_size():
         m(ember.zeros(1, 3, 4, 4), output_size=(9, 9))
 
 
+@requires_torch
+@pytest.mark.parametrize("fn, xs, ws, kw", [
+    ("conv_transpose1d", (1, 2, 2), (2, 1, 1), dict(groups=2, padding=1)),  # output length exactly 0
+    ("conv_transpose1d", (2, 3, 1), (3, 2, 1), dict(padding=0, stride=2)),  # output length 1 (the smallest)
+    ("conv_transpose2d", (1, 2, 2, 3), (2, 3, 1, 1), dict(padding=(1, 0))),  # (0, 3)
+    ("conv_transpose2d", (1, 2, 3, 2), (2, 2, 3, 1), dict(padding=(0, 1), dilation=2)),  # (7, 0)
+    ("conv_transpose2d", (2, 4, 1, 1), (4, 1, 1, 1), dict(padding=1, stride=3, output_padding=1, groups=4)),  # (0, 0)
+])
+def test_conv_transpose_empty_output(fn, xs, ws, kw):
+    """An output size of exactly 0 is an empty result (forward and backward, zero gradients), as PyTorch's
+    oneDNN kernels give (float32 with a batch or groups > 1); its reference kernels (float64, or N = G = 1)
+    raise "Output size is too small" instead, where ember still returns the empty result."""
+    compared = 0
+    for dtype in DTYPES:
+        arrays = rand(*xs, dtype=dtype), rand(*ws, dtype=dtype), rand(ws[1] * kw.get("groups", 1), dtype=dtype)
+        try:
+            getattr(TF, fn)(*[torch.from_numpy(a) for a in arrays], **kw)
+        except RuntimeError as exc:
+            assert "too small" in str(exc)
+            leaves = [ember.tensor(a, requires_grad=True) for a in arrays]
+            y = getattr(F, fn)(*leaves, **kw)
+            assert y.numel() == 0 and y.dtype == leaves[0].dtype
+            y.sum().backward()
+            assert all(t.grad.shape == t.shape and not t.grad.numpy().any() for t in leaves)
+            continue
+        compare_torch(lambda x, w, b: getattr(F, fn)(x, w, b, **kw), lambda x, w, b: getattr(TF, fn)(x, w, b, **kw),
+                      *arrays)
+        compared += 1
+    # with a batch or groups > 1, float32 takes torch's oneDNN path: those cases are compared with torch
+    assert compared or (xs[0] == 1 and kw.get("groups", 1) == 1)
+
+
+def test_conv_transpose_negative_output_raises():
+    with pytest.raises(RuntimeError, match=r"conv_transpose1d.*output size \[-1\] is too small"):
+        F.conv_transpose1d(ember.ones(1, 2, 1), ember.ones(2, 1, 1), padding=1)
+
+
 @pytest.mark.parametrize("layer, fan_in", [(lambda: nn.Conv2d(6, 8, (3, 2), groups=2), 3 * 3 * 2),
                                            (lambda: nn.Conv1d(5, 4, 4), 5 * 4),
                                            (lambda: nn.ConvTranspose2d(4, 6, 3, groups=2), 3 * 3 * 3)])

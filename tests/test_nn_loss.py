@@ -338,6 +338,35 @@ def test_bce_parity(reduction, dtype):
                       lambda a, b: TF.binary_cross_entropy(a, b, weight=tw, reduction=reduction), x, t)
 
 
+ZERO_D = {  # name -> (ember fn, torch fn, 0-d float arguments)
+    "mse": (F.mse_loss, lambda *a, **k: TF.mse_loss(*a, **k), (0.3, 1.0)),
+    "l1": (F.l1_loss, lambda *a, **k: TF.l1_loss(*a, **k), (0.3, 1.0)),
+    "smooth_l1": (F.smooth_l1_loss, lambda *a, **k: TF.smooth_l1_loss(*a, **k), (0.3, 1.0)),
+    "smooth_l1_linear": (lambda a, b, **k: F.smooth_l1_loss(a, b, beta=0.5, **k),
+                         lambda a, b, **k: TF.smooth_l1_loss(a, b, beta=0.5, **k), (0.3, 3.0)),
+    "huber": (F.huber_loss, lambda *a, **k: TF.huber_loss(*a, **k), (0.3, 3.0)),
+    "bce": (F.binary_cross_entropy, lambda *a, **k: TF.binary_cross_entropy(*a, **k), (0.25, 0.7)),
+    "bce_saturated": (F.binary_cross_entropy, lambda *a, **k: TF.binary_cross_entropy(*a, **k), (0.0, 1.0)),
+    "bce_weighted": (lambda a, b, **k: F.binary_cross_entropy(a, b, weight=ember.tensor(2.0), **k),
+                     lambda a, b, **k: TF.binary_cross_entropy(a, b, weight=torch.tensor(2.0), **k), (0.5, 1.0)),
+    "bce_with_logits": (F.binary_cross_entropy_with_logits,
+                        lambda *a, **k: TF.binary_cross_entropy_with_logits(*a, **k), (-30.0, 0.2)),
+    "kl_div": (F.kl_div, lambda *a, **k: TF.kl_div(*a, **k), (-0.5, 0.3)),
+}
+
+
+@requires_torch
+@pytest.mark.filterwarnings("ignore:.*reduction.*mean.*divides")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("name", sorted(ZERO_D))
+def test_losses_on_0d_inputs(name, reduction, dtype):
+    """0-d input and target: a 0-d loss and gradients as PyTorch, whatever the reduction."""
+    e_fn, t_fn, args = ZERO_D[name]
+    compare_torch(lambda *a: e_fn(*a, reduction=reduction), lambda *a: t_fn(*a, reduction=reduction),
+                  *[np.asarray(v, dtype) for v in args])
+
+
 @requires_torch
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_bce_log_clamped_at_saturated_probabilities(dtype):

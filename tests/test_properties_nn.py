@@ -154,6 +154,22 @@ def _conv_case(g: dict, nd: int, transposed: bool, data, dtype: str) -> None:
     def call(mod):
         return lambda x, w, *b: getattr(mod, name)(x, w, b[0] if b else None, **kw)
 
+    if transposed and 0 in _transposed_size(g, nd) and min(_transposed_size(g, nd)) == 0:
+        # an output size of exactly 0: torch's oneDNN kernels (float32, batch > 1 or groups > 1) return the
+        # empty result, its reference kernels raise "Output size is too small"; ember always returns it
+        try:
+            call(TF)(*[torch.from_numpy(a) for a in arrays])
+        except RuntimeError as exc:
+            if "too small" in str(exc):
+                leaves = [leaf(a) for a in arrays]
+                try:
+                    out = call(EF)(*leaves)
+                except RuntimeError:  # otherwise bad geometry (channels, ndim): both raise
+                    return
+                assert out.numel() == 0 and tuple(out.shape[-nd:]) == _transposed_size(g, nd)
+                out.sum().backward()
+                assert all(not t.grad.numpy().any() for t in leaves)
+                return
     run_both(call(EF), call(TF), arrays, seed=data.draw(st.integers(0, 1000)))
 
 
@@ -168,9 +184,8 @@ def test_conv(nd: int, dtype: str, data) -> None:
 @given(nd=st.sampled_from([1, 2]), dtype=st.sampled_from(["float32", "float64"]), data=st.data())
 @_settings(40)
 def test_conv_transpose(nd: int, dtype: str, data) -> None:
-    """conv_transpose1d/2d with output_padding below max(stride, dilation)."""
+    """conv_transpose1d/2d with output_padding below max(stride, dilation); an output size of 0 is empty."""
     g = data.draw(conv_geometry(nd, transposed=True))
-    assume(0 not in _transposed_size(g, nd))  # pinned in test_known_mismatches: conv_transpose_empty_output
     _conv_case(g, nd, True, data, dtype)
 
 
@@ -291,19 +306,21 @@ def test_batch_norm_functional(dtype: str, training: bool, affine: bool, momentu
     n = data.draw(st.integers(1, 3))
     c = data.draw(st.integers(1, 3))
     shape = (n, c) + tuple(data.draw(st.integers(1, 3)) for _ in range(data.draw(st.integers(0, 2))))
-    # contiguous only: a transposed-layout eval case mismatched once inside the hypothesis run but not in
-    # isolation (state-dependent; reported to the lead, not yet reduced to a reproduction)
-    x = _array(data.draw, shape, dtype, layout=False)
+    x = _array(data.draw, shape, dtype)
     rm = _values((c,), dtype, data.draw(st.integers(0, 1000)))
     rv = _values((c,), dtype, data.draw(st.integers(0, 1000)), 0.5, 2.0)
     e_rs = [ember.from_numpy(rm.copy()), ember.from_numpy(rv.copy())]
     t_rs = [torch.from_numpy(rm.copy()), torch.from_numpy(rv.copy())]
     params = [_values((c,), dtype, data.draw(st.integers(0, 1000))) for _ in range(2)] if affine else []
 
-    def call(mod, rs):
-        return lambda t, *wb: mod.batch_norm(t, rs[0], rs[1], *wb, training=training, momentum=momentum, eps=eps)
+    def call(mod, rs, contiguous=False):
+        return lambda t, *wb: mod.batch_norm(t.contiguous() if contiguous else t, rs[0], rs[1], *wb,
+                                             training=training, momentum=momentum, eps=eps)
 
-    out = run_both(call(EF, e_rs), call(TF, t_rs), [x] + params, seed=data.draw(st.integers(0, 1000)),
+    # torch gets a contiguous copy (differentiably): its CPU batch_norm backward gives wrong input/weight
+    # gradients for some non-contiguous layouts, e.g. a (1, C, 1, W) transposed view with strides (4, 4, 4, 12)
+    # (checked against a float64 NumPy reference in test_nn_norm.py); ember gets the view itself
+    out = run_both(call(EF, e_rs), call(TF, t_rs, contiguous=True), [x] + params, seed=data.draw(st.integers(0, 1000)),
                    gradcheck=False)
     if out is not None:
         for e, t in zip(e_rs, t_rs):
@@ -463,7 +480,6 @@ def test_binary_cross_entropy(dtype: str, reduction: str, shape: tuple, weighted
     w = _values(shape[-1:] if shape else (), dtype, data.draw(st.integers(0, 1000)), 0.1, 2.0) if weighted else None
     pw = _values(shape[-1:] if shape else (), dtype, data.draw(st.integers(0, 1000)), 0.1, 3.0) \
         if logits and pos_weight else None
-    assume(shape != () or logits)  # pinned in test_known_mismatches: bce_0d
     arrays = [x, t]
 
     def call(mod, wrap):
@@ -546,14 +562,7 @@ def _same_outcome(e_fn: Callable, t_fn: Callable) -> None:
     _compare(e_fn(), t_out)
 
 
-KNOWN = {
-    # an output length of exactly 0 is an empty result in PyTorch (only a negative one is an error)
-    "conv_transpose_empty_output": (
-        lambda: EF.conv_transpose1d(ember.ones(1, 2, 2), ember.ones(2, 1, 1), groups=2, padding=1),
-        lambda: TF.conv_transpose1d(torch.ones(1, 2, 2), torch.ones(2, 1, 1), groups=2, padding=1)),
-    # a 0-d input: TypeError from np.negative(..., out=<numpy scalar>) in BinaryCrossEntropy.forward
-    "bce_0d": (lambda: EF.binary_cross_entropy(ember.tensor(0.5), ember.tensor(1.0)),
-               lambda: TF.binary_cross_entropy(torch.tensor(0.5), torch.tensor(1.0))),
+KNOWN: dict = {  # none pinned at present: add minimal reproductions here as the properties find them
 }
 
 

@@ -283,9 +283,9 @@ class Pow(BinaryOp):
             return x.copy() if y else np.ones_like(x)  # x ** True = x, x ** False = True (as PyTorch, bool result)
         if isinstance(y, int) and not isinstance(y, bool) and y < 0 and getattr(x, "dtype", np.dtype("f")).kind in "iub":
             raise RuntimeError("pow(): Integers to negative integer powers are not allowed.")
-        if (isinstance(y, _ndarray) and y.dtype.kind in "iu" and getattr(x, "dtype", np.dtype("f")).kind in "iu"
+        if (hasattr(y, "dtype") and y.dtype.kind == "i" and (isinstance(x, int) or getattr(x, "dtype", np.dtype("f")).kind in "iub")
                 and y.size and (y < 0).any()):
-            raise RuntimeError("pow(): Integers to negative integer powers are not allowed.")
+            return _int_pow_negative(x, y)
         return x ** y
 
     def backward(self, gz, x, y):
@@ -396,6 +396,15 @@ class Atan2(BinaryOp):
         return gx, gy
 
 
+def _int_pow_negative(x, y):
+    """Integer x ** y where some exponents are negative (a tensor exponent: PyTorch defines it, NumPy raises):
+    the truncated integer power, so 1 ** -n = 1, (-1) ** -n = ±1 by parity, anything else (0 included) gives 0."""
+    neg = y < 0
+    z = np.power(x, np.where(neg, 0, y).astype(y.dtype, copy=False))
+    small = np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0))
+    return np.where(neg, small, z).astype(z.dtype, copy=False)
+
+
 def _is_bool(v) -> bool:
     return v.__class__ is bool or getattr(v, "dtype", None) == np.bool_
 
@@ -405,7 +414,8 @@ def _check_int_zero(y, x, op):
         raise NotImplementedError(f"{op}(): not implemented for two bool operands; convert them with .int() first")
     ints = getattr(x, "dtype", None) is not None and x.dtype.kind in "iub" or isinstance(x, int)
     if ints and (getattr(y, "dtype", None) is not None and y.dtype.kind in "iub" or isinstance(y, int)):
-        if np.any(np.asarray(y) == 0):
+        # an empty operand means an empty result: nothing is divided, so nothing can fail (as PyTorch)
+        if np.size(x) and np.size(y) and np.any(np.asarray(y) == 0):
             raise RuntimeError(f"ZeroDivisionError: integer {op} by zero")
 
 
@@ -558,7 +568,13 @@ def where(condition, input=None, other=None) -> Tensor:
         return nonzero(condition, as_tuple=True)
     cond = condition if isinstance(condition, Tensor) else make(np.asarray(condition))
     if cond.data.dtype != np.bool_:
-        raise TypeError(f"where(): expected condition to be a bool tensor, got {cond.dtype}")
+        if cond.data.dtype != np.uint8:
+            raise RuntimeError(f"where(): expected condition to be a bool tensor, got a tensor with dtype {cond.dtype}")
+        # PyTorch still accepts a uint8 mask (deprecated, with a warning), read as nonzero = True
+        import warnings
+        warnings.warn("where(): received a uint8 condition tensor; this is deprecated, use a bool condition instead",
+                      UserWarning, stacklevel=2)
+        cond = make(cond.data != 0)
     x, y = _operand(input, "where"), _operand(other, "where")
     xd, yd = (x.data if isinstance(x, Tensor) else x), (y.data if isinstance(y, Tensor) else y)
     target = dt.result_type(xd, yd)

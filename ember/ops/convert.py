@@ -87,6 +87,7 @@ def as_tensor_like(value, like: Tensor) -> Tensor:
 _UFUNC_OPS = {
     np.add: A.add, np.subtract: A.sub, np.multiply: A.mul, np.true_divide: A.div, np.power: A.pow,
     np.maximum: A.maximum, np.minimum: A.minimum, np.floor_divide: A.floor_divide, np.remainder: A.remainder,
+    np.arctan2: A.atan2,
     np.equal: A.eq, np.not_equal: A.ne, np.less: A.lt, np.less_equal: A.le, np.greater: A.gt,
     np.greater_equal: A.ge, np.bitwise_and: A.bitwise_and, np.bitwise_or: A.bitwise_or,
     np.bitwise_xor: A.bitwise_xor, np.logical_and: A.logical_and, np.logical_or: A.logical_or,

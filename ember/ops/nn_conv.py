@@ -473,7 +473,7 @@ def _conv_transposend(op: str, nd: int, input, weight, bias, stride, padding, ou
     # the result is the input gradient of a convolution whose input has this size
     hw = tuple((n - 1) * ss - 2 * pp + dd * (kk - 1) + o + 1
                for n, ss, pp, dd, kk, o in zip(x.shape[-nd:], s, p, d, k, op_))
-    if any(v <= 0 for v in hw):
+    if any(v < 0 for v in hw):  # 0 is an empty result, as in PyTorch
         raise RuntimeError(f"{op}(): Given input size {list(x.shape)}, the calculated output size {list(hw)} is too "
                            f"small (reduce padding or increase stride/output_padding)")
     win = Win(k, s, d, tuple((v, v) for v in p))

@@ -416,8 +416,12 @@ class BinaryCrossEntropy(Op):
     dl/dx = (x - t) / max(x(1 - x), 1e-12), dl/dt = ln(1 - x) - ln x."""
 
     def forward(self, x, t):
-        lx = np.maximum(np.log(x), -100)
-        l1x = np.maximum(np.log(1 - x), -100)
+        # explicit out= arrays: on 0-d inputs the ufuncs would return NumPy scalars, which cannot be written in place
+        lx = np.log(x, out=np.empty_like(x))
+        np.maximum(lx, -100, out=lx)
+        l1x = np.subtract(1, x, out=np.empty_like(x))
+        np.log(l1x, out=l1x)
+        np.maximum(l1x, -100, out=l1x)
         lx *= t
         l1x *= 1 - t
         lx += l1x
