@@ -6,6 +6,8 @@ onto `Tensor` there, so that one file holds each op's forward and backward.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from . import _dtype as dt
@@ -335,11 +337,34 @@ def bump_version(t: Tensor) -> None:
     (b if b is not None else t)._vc += 1
 
 
+# id(base) -> [weakref to base, weakrefs to its views in the graph]: the views whose history must be rebuilt
+# when the base's history is rewritten by an in-place op (see ember/ops/inplace.py, _rebuild_views).
+VIEWS: dict = {}
+
+
 def as_view(out: Tensor, of: Tensor) -> Tensor:
-    """Mark `out` (whose array is a view of `of`'s) as a view: it then shares of's version counter."""
+    """Mark `out` (whose array is a view of `of`'s) as a view: it then shares of's version counter.
+
+    A view in the graph (`out.requires_grad`) of a non-leaf base is also recorded against the base, so an
+    in-place change of the base can give the view a new history; views of leaves and views outside the
+    graph cost nothing more (a leaf that requires grad can't be modified in place under autograd)."""
     b = of._base
-    out._base = b if b is not None else of
+    if b is None:
+        b = of
+    out._base = b
+    if out.requires_grad and b._edge is not None:
+        _register_view(out, b)
     return out
+
+
+def _register_view(v: Tensor, b: Tensor) -> None:
+    key = id(b)
+    e = VIEWS.get(key)
+    if e is None or e[0]() is not b:  # no entry yet (or a dead base's, whose id was reused)
+        e = VIEWS[key] = [weakref.ref(b, lambda r, key=key: VIEWS.get(key, (None,))[0] is r and VIEWS.pop(key))]
+    elif len(e) > 64 and len(e) & (len(e) - 1) == 0:  # prune dead views now and then (at powers of two)
+        e[1:] = [r for r in e[1:] if r() is not None]
+    e.append(weakref.ref(v))
 
 
 def make(data, requires_grad: bool = False, edge=None) -> Tensor:

@@ -507,3 +507,169 @@ def test_inplace_on_view_of_leaf_or_detached_raises() -> None:
         v = y[:2]
     with pytest.raises(RuntimeError, match="mul_.*outside the graph"):
         v.mul_(ember.ones(2, requires_grad=True))
+
+
+# ---------------------------------------------------------------------- stale views (issue 6, task 6h)
+# A view taken before its base is changed in place (directly or through another view) must, when read
+# afterwards, carry the base's new history (PyTorch regenerates the view's grad_fn), not the old one.
+def _views_before(L, y, w):
+    """Views of y (3x4, non-leaf) taken before any in-place op; keys name them."""
+    return {"row": y[0], "slice": y[0:2], "col": y[:, 1], "t": y.t(), "strided": y[:, ::2], "reshape": y.reshape(12), "view": y.view(4, 3), "unsqueeze": y.unsqueeze(0),
+            "vv": y[1:].t()[2], "expand": y[1].unsqueeze(0).expand(2, 4), "diag_t": y.t()[1:3, 0:2]}
+
+
+STALE_MUTATIONS = {  # in-place change of y's memory, directly or through a view taken after the views above
+    "mul_base": lambda y, w: y.mul_(2),
+    "add_base_grad_operand": lambda y, w: y.add_(w),
+    "clamp_base": lambda y, w: y.clamp_(3.0, 15.0),
+    "zero_base": lambda y, w: y.zero_(),
+    "copy_base": lambda y, w: y.copy_(w * 3),
+    "setitem_base": lambda y, w: y.__setitem__(1, w * 5),
+    "mul_other_view": lambda y, w: y[1:].mul_(w),
+    "setitem_other_view": lambda y, w: y.t()[1].__setitem__(slice(0, 2), w[:2]),
+    "two_changes": lambda y, w: (y.mul_(w), y[:, 2].add_(w[:3])),
+}
+STALE_VIEWS = ["row", "slice", "col", "t", "strided", "reshape", "view", "unsqueeze", "vv", "expand", "diag_t"]
+
+
+def _torch_or_ember(a):
+    return np.asarray(a.detach().numpy() if hasattr(a, "detach") else a)
+
+
+@requires_torch
+@pytest.mark.parametrize("mutation", sorted(STALE_MUTATIONS))
+def test_view_taken_before_inplace_on_base_sees_new_history(mutation: str) -> None:
+    """Values and gradients (x's and the operand's) of every view read after the change match torch."""
+    res = []
+    for L in (ember, torch):
+        x = L.tensor(np.arange(1.0, 13.0).reshape(3, 4), requires_grad=True)
+        w = L.tensor([0.5, 1.5, 2.0, 3.0], requires_grad=True, dtype=L.float64)
+        y = x * 1.0
+        views = _views_before(L, y, w)
+        STALE_MUTATIONS[mutation](y, w)
+        out = []
+        for k in STALE_VIEWS:
+            v = views[k]
+            x.grad = w.grad = None
+            c = L.tensor(np.linspace(0.5, 2.0, v.numel()).reshape(tuple(v.shape)), dtype=L.float64)
+            (v * c).sum().backward(retain_graph=True)  # a weighted sum: a misplaced gradient shows
+            out.append((k, _torch_or_ember(v), x.grad.numpy().copy(), None if w.grad is None else w.grad.numpy().copy()))
+        res.append(out)
+    for (k, ve, gxe, gwe), (_, vt, gxt, gwt) in zip(*res):
+        np.testing.assert_allclose(ve, vt, rtol=1e-12, err_msg=f"view {k}: values")
+        np.testing.assert_allclose(gxe, gxt, rtol=1e-12, err_msg=f"view {k}: x.grad")
+        if gwt is None:
+            assert gwe is None or not np.any(gwe), f"view {k}: w.grad"
+        else:
+            assert gwe is not None, f"view {k}: w.grad missing"
+            np.testing.assert_allclose(gwe, gwt, rtol=1e-12, err_msg=f"view {k}: w.grad")
+
+
+@requires_torch
+def test_brief_example_and_later_ops_on_stale_view() -> None:
+    """The issue's example; then an in-place op on the old view itself, and a view of it, stay right."""
+    res = []
+    for L in (ember, torch):
+        x = L.ones(3, requires_grad=True, dtype=L.float64)
+        y = x * 1.0
+        v = y[0:2]
+        vv = v[1:]
+        y.mul_(2)
+        v.add_(x[:2] * 3)      # in place on the stale view: must build on y's new history
+        y[2] = x[0] * 7        # and another change of the base, seen by v and vv
+        (v * L.tensor([1.0, 10.0], dtype=L.float64)).sum().backward(retain_graph=True)
+        g1 = x.grad.numpy().copy()
+        x.grad = None
+        (vv * 100).sum().backward()
+        res.append((y.detach().numpy().copy(), g1, x.grad.numpy().copy(), v.grad_fn is not None))
+    for e, t in zip(*res):
+        np.testing.assert_allclose(e, t, rtol=1e-12)
+
+
+@requires_torch
+def test_two_views_inplace_through_one_read_other() -> None:
+    """Overlapping views: an in-place op through one changes the other's overlapping part and history."""
+    res = []
+    for L in (ember, torch):
+        x = L.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True, dtype=L.float64)
+        y = x * 1.0
+        a, b = y[0:3], y[1:4]
+        b.mul_(x[1:4])          # a's elements 1, 2 now depend on x twice
+        a.pow_(2)               # and b's elements 0, 1 are squared through a
+        (a.sum() + (b * L.tensor([1.0, 2.0, 3.0], dtype=L.float64)).sum()).backward()
+        res.append((a.detach().numpy().copy(), b.detach().numpy().copy(), x.grad.numpy().copy()))
+    for e, t in zip(*res):
+        np.testing.assert_allclose(e, t, rtol=1e-12)
+
+
+def test_stale_view_grad_fn_changes_and_views_of_leaves_unregistered() -> None:
+    from ember._tensor import VIEWS
+    x = ember.ones(2, 3, requires_grad=True)
+    y = x * 2
+    v = y.t()
+    old = v.grad_fn
+    y.add_(1)
+    assert v.grad_fn is not old and v.requires_grad
+    x.t()  # a view of a leaf: nothing recorded (a leaf that requires grad can't change in place with autograd)
+    ember.ones(3)[1:]  # nor a view outside the graph
+    with ember.no_grad():
+        y[1:]
+    assert id(x) not in VIEWS and len(VIEWS.get(id(y), [None, None])) == 2
+
+
+def test_view_registry_does_not_keep_views_or_bases_alive() -> None:
+    import gc
+    import weakref
+
+    from ember._tensor import VIEWS
+    x = ember.ones(4, requires_grad=True)
+    y = x * 1.0
+    key = id(y)
+    for i in range(300):  # many short-lived views of one base: dead entries are pruned
+        y[i % 4]
+    assert len(VIEWS[key]) <= 130
+    v = y[:2]
+    rv = weakref.ref(v)
+    del v
+    gc.collect()
+    assert rv() is None
+    y.mul_(2)  # rebuilding skips dead views
+    del y
+    gc.collect()
+    assert key not in VIEWS
+
+
+def test_detached_view_is_not_put_back_in_graph() -> None:
+    x = ember.ones(3, requires_grad=True)
+    y = x * 1.0
+    v = y[:2]
+    v.detach_()
+    y.mul_(2)
+    assert not v.requires_grad and v.grad_fn is None and v.tolist() == [2.0, 2.0]
+
+
+def test_view_with_other_dtype_raises_on_backward_after_base_change() -> None:
+    """A view whose elements can't be mapped to its base's gets a history that refuses backward,
+    rather than a silently wrong gradient."""
+    from ember._tensor import as_view
+    x = ember.ones(4, requires_grad=True)
+    y = x * 1.0
+    v = as_view(y[::2] * 1.0, y)  # stands for such a view: in the graph, its memory not mappable into y's
+    v.sum().backward(retain_graph=True)  # fine before the change
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match="base was modified in place"):
+        v.sum().backward()
+
+
+@requires_torch
+def test_zero_d_base_views_follow_inplace() -> None:
+    res = []
+    for L in (ember, torch):
+        x = L.tensor(3.0, requires_grad=True, dtype=L.float64)
+        y = x * 1.0
+        u, e = y.unsqueeze(0), y.expand(3)
+        y.mul_(x)
+        ((u * 2).sum() + (e * L.tensor([1.0, 2.0, 3.0], dtype=L.float64)).sum()).backward()
+        res.append((u.detach().numpy().copy(), e.detach().numpy().copy(), x.grad.numpy().copy()))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-12)

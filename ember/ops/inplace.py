@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype as dt
-from .._tensor import Tensor, bump_version, make
+from .._tensor import VIEWS, Tensor, bump_version, make
+from ..autograd.function import Op
 from ..autograd.grad_mode import MODE
 from . import arithmetic as A
 from . import unary as U
@@ -39,15 +40,18 @@ def _commit(t: Tensor, result: Tensor, op: str) -> Tensor:
         t.data[...] = r
         t._edge = result._edge
         t.requires_grad = True
+        if id(t) in VIEWS:
+            _rebuild_views(t)
     else:
         np.copyto(t.data, r, casting="same_kind")
     bump_version(t)
     return t
 
 
-def _positions(view, base):
+def _positions(view, base, unique: bool = True):
     """The flat (C-order) position in `base` of each element of `view`, a NumPy view into base's memory;
-    None when that mapping does not exist (another dtype, elements outside base, overlapping elements)."""
+    None when that mapping does not exist (another dtype, elements outside base, and, when `unique`,
+    several elements of view at one memory location, as in an expanded view)."""
     if not (isinstance(view, np.ndarray) and isinstance(base, np.ndarray)) or view.dtype != base.dtype:
         return None
     if view.size == 0:
@@ -72,9 +76,49 @@ def _positions(view, base):
     as_strided = np.lib.stride_tricks.as_strided
     as_strided(buf[-lo:], base.shape, [st * 8 for st in bst])[...] = np.arange(base.size).reshape(base.shape)
     pos = as_strided(buf[start - lo:], view.shape, [st * 8 for st in vst]).copy()
-    if (pos < 0).any() or np.unique(pos).size != pos.size:
+    if (pos < 0).any() or (unique and np.unique(pos).size != pos.size):
         return None
     return pos
+
+
+class _StaleView(Op):
+    """The history of a view whose elements can't be mapped to its base's (e.g. a view with another dtype)
+    after the base was changed in place: backward through it raises rather than return a wrong gradient."""
+
+    saves_inputs = False
+
+    def forward(self, x):
+        return x
+
+    def backward(self, gz):
+        raise RuntimeError("backward through a view whose base was modified in place after the view was taken, and "
+                           "whose elements ember can't map to the base's; take the view after the in-place op, or "
+                           "clone() it before")
+
+
+def _rebuild_views(base: Tensor, skip: Tensor | None = None) -> None:
+    """After base's history was rewritten in place: give each live view of base in the graph (but `skip`)
+    a new history, base's new one read at the view's elements, as PyTorch regenerates a view's grad_fn
+    when its base's version changed. Without it a view read later would still carry the old history."""
+    from .indexing import GetItem
+    entry = VIEWS.get(id(base))
+    if entry is None or entry[0]() is not base:
+        return
+    live = [r for r in entry[1:] if r() is not None]
+    entry[1:] = live
+    b = base.data
+    for ref in live:
+        v = ref()
+        if v is None or v is skip or not v.requires_grad:
+            continue  # detach_() took it out of the graph
+        if b.ndim == 0:  # every element of the view is base's one element
+            v._edge = A.BroadcastTo.apply(base, v.data.shape)._edge
+            continue
+        pos = _positions(v.data, b, unique=False)
+        if pos is None:
+            v._edge = _StaleView.apply(base)._edge
+        else:
+            v._edge = GetItem.apply(base, idx=(None, np.unravel_index(pos, b.shape) + (Ellipsis,), 2))._edge
 
 
 def _commit_view(t: Tensor, result: Tensor, op: str) -> Tensor:
@@ -106,6 +150,8 @@ def _commit_view(t: Tensor, result: Tensor, op: str) -> Tensor:
     base.requires_grad = True
     t._edge = GetItem.apply(new_base, idx=idx)._edge
     t.requires_grad = True
+    if id(base) in VIEWS:
+        _rebuild_views(base, skip=t)
     bump_version(t)
     return t
 
