@@ -1,6 +1,7 @@
 """nn utilities (PyTorch's `torch.nn.utils`): gradient clipping and parameters as one flat vector."""
 from .clip_grad import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
 from .convert_parameters import parameters_to_vector, vector_to_parameters
+from . import rnn  # noqa: F401
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm", "parameters_to_vector",
            "vector_to_parameters"]

@@ -1,0 +1,399 @@
+"""Recurrent layers (RNN, LSTM, GRU, cells) and nn.utils.rnn against PyTorch: outputs, final states and the
+gradients of the input, the initial states and every parameter for random cotangents, with the weights
+copied across via state_dict; float64 gradcheck (and one gradgradcheck); bad inputs; dropout between layers."""
+from __future__ import annotations
+
+import itertools
+import zlib
+
+import numpy as np
+import pytest
+
+import ember
+from ember.nn.utils import rnn as ernn
+from tests.helpers import requires_torch, torch
+
+if torch is not None:
+    from torch.nn.utils import rnn as trnn
+
+MODES = {"RNN": (ember.nn.RNN, "RNN"), "RNN_relu": (ember.nn.RNN, "RNN"), "LSTM": (ember.nn.LSTM, "LSTM"),
+         "GRU": (ember.nn.GRU, "GRU")}
+
+
+def _pair(mode: str, dtype, **kw):
+    """An ember layer and a torch layer with the same weights (torch's state_dict loaded into ember)."""
+    ecls, tname = MODES[mode]
+    if mode == "RNN_relu":
+        kw["nonlinearity"] = "relu"
+    tm = getattr(torch.nn, tname)(**kw).to(dtype)
+    em = ecls(**kw).to(getattr(ember, str(dtype).split(".")[-1]))
+    em.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    assert list(em.state_dict().keys()) == list(tm.state_dict().keys())
+    return em, tm
+
+
+def _t(a, grad=True):
+    return torch.tensor(a, requires_grad=grad)
+
+
+def _e(a, grad=True):
+    return ember.tensor(a, requires_grad=grad)
+
+
+def _close(e, t, tol):
+    np.testing.assert_allclose(e.detach().numpy() if hasattr(e, "detach") else e.numpy(), t.detach().numpy(),
+                               rtol=tol, atol=tol)
+
+
+GRID = list(itertools.product(["RNN", "RNN_relu", "LSTM", "GRU"], [1, 2], [False, True], [False, True]))
+
+
+@requires_torch
+@pytest.mark.parametrize("mode,layers,bidir,batch_first", GRID)
+@pytest.mark.parametrize("variant", ["plain", "nobias_h0", "proj", "packed", "unbatched"])
+def test_layer_parity(mode, layers, bidir, batch_first, variant):
+    if variant == "proj" and mode != "LSTM":
+        pytest.skip("proj_size is LSTM-only")
+    rng = np.random.default_rng(zlib.crc32(repr((mode, layers, bidir, batch_first, variant)).encode()))
+    i, h, t, b = 3, 5, 6, 4
+    kw = dict(input_size=i, hidden_size=h, num_layers=layers, bidirectional=bidir, batch_first=batch_first)
+    if variant == "nobias_h0":
+        kw["bias"] = False
+    if variant == "proj":
+        kw["proj_size"] = 2
+    em, tm = _pair(mode, torch.float64, **kw)
+    hout = 2 if variant == "proj" else h
+    nstate = layers * (2 if bidir else 1)
+    unb = variant == "unbatched"
+    xs = rng.standard_normal((t, i) if unb else ((b, t, i) if batch_first else (t, b, i)))
+    ex, tx = _e(xs), _t(xs)
+    hshape = (nstate, hout) if unb else (nstate, b, hout)
+    cshape = (nstate, h) if unb else (nstate, b, h)
+    ehx = thx = None
+    leaves_e, leaves_t = [ex], [tx]
+    if variant in ("nobias_h0", "proj", "packed", "unbatched"):
+        h0 = rng.standard_normal(hshape)
+        eh, th = _e(h0), _t(h0)
+        leaves_e.append(eh)
+        leaves_t.append(th)
+        if mode == "LSTM":
+            c0 = rng.standard_normal(cshape)
+            ec, tc = _e(c0), _t(c0)
+            leaves_e.append(ec)
+            leaves_t.append(tc)
+            ehx, thx = (eh, ec), (th, tc)
+        else:
+            ehx, thx = eh, th
+    if variant == "packed":
+        lengths = [6, 3, 5, 1]
+        ein = ernn.pack_padded_sequence(ex, lengths, batch_first=batch_first, enforce_sorted=False)
+        tin = trnn.pack_padded_sequence(tx, lengths, batch_first=batch_first, enforce_sorted=False)
+        np.testing.assert_array_equal(ein.batch_sizes.numpy(), tin.batch_sizes.numpy())
+        np.testing.assert_array_equal(ein.sorted_indices.numpy(), tin.sorted_indices.numpy())
+        _close(ein.data, tin.data, 0)
+    else:
+        ein, tin = ex, tx
+    eo, ehn = em(ein, ehx)
+    to, thn = tm(tin, thx)
+    if variant == "packed":
+        assert isinstance(eo, ernn.PackedSequence)
+        eo, elen = ernn.pad_packed_sequence(eo, batch_first=batch_first)
+        to, tlen = trnn.pad_packed_sequence(to, batch_first=batch_first)
+        np.testing.assert_array_equal(elen.numpy(), tlen.numpy())
+    outs_e = [eo] + (list(ehn) if mode == "LSTM" else [ehn])
+    outs_t = [to] + (list(thn) if mode == "LSTM" else [thn])
+    loss_e = loss_t = 0
+    for k, (a, c) in enumerate(zip(outs_e, outs_t)):
+        assert tuple(a.shape) == tuple(c.shape)
+        _close(a, c, 1e-10)
+        cot = rng.standard_normal(tuple(c.shape))
+        loss_e = loss_e + (a * _e(cot, False)).sum()
+        loss_t = loss_t + (c * _t(cot, False)).sum()
+    loss_e.backward()
+    loss_t.backward()
+    for a, c in zip(leaves_e, leaves_t):
+        _close(a.grad, c.grad, 1e-9)
+    tparams = dict(tm.named_parameters())
+    for n, p in em.named_parameters():
+        _close(p.grad, tparams[n].grad, 1e-9)
+
+
+@requires_torch
+@pytest.mark.parametrize("cls", ["RNNCell", "LSTMCell", "GRUCell"])
+@pytest.mark.parametrize("batched,with_hx,bias", [(True, True, True), (True, False, False), (False, True, True),
+                                                  (False, False, True)])
+def test_cell_parity(cls, batched, with_hx, bias):
+    rng = np.random.default_rng(3)
+    tm = getattr(torch.nn, cls)(3, 4, bias=bias).double()
+    em = getattr(ember.nn, cls)(3, 4, bias=bias).double()
+    em.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    xs = rng.standard_normal((5, 3) if batched else (3,))
+    ex, tx = _e(xs), _t(xs)
+    leaves_e, leaves_t = [ex], [tx]
+    ehx = thx = None
+    if with_hx:
+        shape = (5, 4) if batched else (4,)
+        hs = [rng.standard_normal(shape) for _ in range(2 if cls == "LSTMCell" else 1)]
+        leaves_e += [_e(a) for a in hs]
+        leaves_t += [_t(a) for a in hs]
+        ehx = tuple(leaves_e[1:]) if cls == "LSTMCell" else leaves_e[1]
+        thx = tuple(leaves_t[1:]) if cls == "LSTMCell" else leaves_t[1]
+    eo, to = em(ex, ehx), tm(tx, thx)
+    eo = eo if isinstance(eo, tuple) else (eo,)
+    to = to if isinstance(to, tuple) else (to,)
+    le = lt = 0
+    for a, c in zip(eo, to):
+        _close(a, c, 1e-12)
+        cot = rng.standard_normal(tuple(c.shape))
+        le = le + (a * _e(cot, False)).sum()
+        lt = lt + (c * _t(cot, False)).sum()
+    le.backward()
+    lt.backward()
+    for a, c in zip(leaves_e, leaves_t):
+        _close(a.grad, c.grad, 1e-10)
+    tp = dict(tm.named_parameters())
+    for n, p in em.named_parameters():
+        _close(p.grad, tp[n].grad, 1e-10)
+
+
+@requires_torch
+def test_float32_lstm_parity_and_reprs():
+    em, tm = _pair("LSTM", torch.float32, input_size=8, hidden_size=16, num_layers=2, batch_first=True)
+    xs = np.random.default_rng(0).standard_normal((4, 7, 8)).astype(np.float32)
+    eo, (eh, ec) = em(_e(xs, False))
+    to, (th, tc) = tm(_t(xs, False))
+    assert eo.dtype == ember.float32
+    _close(eo, to, 1e-5)
+    _close(ec, tc, 1e-5)
+    for args, kw in [((3, 5), {}), ((3, 5, 2), dict(bidirectional=True, dropout=0.5)),
+                     ((3, 5), dict(bias=False, batch_first=True, proj_size=2))]:
+        assert repr(ember.nn.LSTM(*args, **kw)) == repr(torch.nn.LSTM(*args, **kw))
+    assert repr(ember.nn.RNN(3, 5, nonlinearity="relu")) == repr(torch.nn.RNN(3, 5, nonlinearity="relu"))
+    assert repr(ember.nn.GRUCell(3, 4, bias=False)) == repr(torch.nn.GRUCell(3, 4, bias=False))
+    assert repr(ember.nn.RNNCell(3, 4, nonlinearity="relu")) == repr(torch.nn.RNNCell(3, 4, nonlinearity="relu"))
+
+
+def test_init_range_and_all_weights():
+    ember.manual_seed(0)
+    m = ember.nn.GRU(10, 16, num_layers=2, bidirectional=True)
+    k = 1 / 4
+    for p in m.parameters():
+        a = p.detach().numpy()
+        assert a.min() >= -k and a.max() <= k and a.std() > k / 3
+    assert len(m.all_weights) == 4 and [w.shape for w in m.all_weights[3]] == [(48, 32), (48, 16), (48,), (48,)]
+    m.flatten_parameters()
+
+
+@pytest.mark.parametrize("mode", ["RNN", "LSTM", "GRU"])
+@pytest.mark.parametrize("packed", [False, True])
+def test_gradcheck(mode, packed):
+    ember.manual_seed(1)
+    m = getattr(ember.nn, mode)(2, 3, num_layers=2, bidirectional=True).double()
+    rng = np.random.default_rng(0)
+    x = _e(rng.standard_normal((4, 3, 2)))
+    h0 = _e(rng.standard_normal((4, 3, 3)))
+    params = list(m.parameters())
+
+    def f(x, h0, *ps):
+        inp = ernn.pack_padded_sequence(x, [4, 2, 1]) if packed else x
+        hx = (h0, h0 * 0.5) if mode == "LSTM" else h0
+        out, hn = m(inp, hx)
+        if packed:
+            out = out.data
+        hn = hn[0] + 2 * hn[1] if mode == "LSTM" else hn
+        return (out * out).sum() + hn.sum()
+
+    assert ember.autograd.gradcheck(f, [x, h0] + params, eps=1e-6, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("mode,reverse", [("LSTM", False), ("GRU", True), ("RNN_TANH", False)])
+def test_gradgradcheck_layer(mode, reverse):
+    from ember.ops.nn_rnn import rnn_layer
+    rng = np.random.default_rng(1)
+    g = {"LSTM": 4, "GRU": 3}.get(mode, 1)
+    bs = np.array([2, 2, 1])
+    x, h0, c0 = (_e(rng.standard_normal(s) * 0.7) for s in [(5, 2), (2, 2), (2, 3)])
+    wih, whh, bih, bhh, whr = (_e(rng.standard_normal(s) * 0.6) for s in [(3 * g, 2), (3 * g, 2), (3 * g,), (3 * g,),
+                                                                          (2, 3)])
+    lstm = mode == "LSTM"
+
+    def f(x, h0, c0, wih, whh, bih, bhh, whr):
+        r = rnn_layer(mode, x, bs, reverse, h0, c0 if lstm else None, wih, whh, bih, bhh, whr if lstm else None)
+        return r[0].sum(1) * 0.5 + r[1].sum() + (r[2].sum() if lstm else 0)
+
+    ins = [x, h0, c0, wih, whh if lstm else _e(rng.standard_normal((3 * g, 3)) * 0.6), bih, bhh, whr]
+    if not lstm:
+        ins[1] = _e(rng.standard_normal((2, 3)))
+    assert ember.autograd.gradcheck(f, ins, eps=1e-6, atol=1e-5, rtol=1e-4)
+    assert ember.autograd.gradgradcheck(f, ins, eps=1e-6, atol=1e-5, rtol=1e-4)
+
+
+def test_gradgradcheck_module_two_layers():
+    """Double backward through stacked layers: layer 1's input is layer 0's (non-leaf) output."""
+    ember.manual_seed(0)
+    m = ember.nn.GRU(2, 2, num_layers=2, bidirectional=True).double()
+    x = ember.randn(3, 2, 2, dtype=ember.float64, requires_grad=True)
+    assert ember.autograd.gradgradcheck(lambda x: m(x)[0], [x], eps=1e-6, atol=1e-5, rtol=1e-4)
+
+
+@ember.no_grad()
+def test_dropout_between_layers():
+    m = ember.nn.LSTM(3, 8, num_layers=3, dropout=0.5)
+    x = ember.randn(5, 2, 3)
+    m.eval()
+    a, b = m(x)[0], m(x)[0]
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    m.train()
+    ember.manual_seed(7)
+    c = m(x)[0]
+    ember.manual_seed(7)
+    d = m(x)[0]
+    np.testing.assert_array_equal(c.numpy(), d.numpy())
+    e = m(x)[0]
+    assert not np.allclose(c.numpy(), e.numpy())
+    assert not np.allclose(c.numpy(), a.numpy())
+    # no dropout after the last layer: with one layer, training and eval agree
+    with pytest.warns(UserWarning, match="num_layers greater than 1"):
+        one = ember.nn.GRU(3, 4, dropout=0.9)
+    np.testing.assert_array_equal(one.train()(x)[0].numpy(), one.eval()(x)[0].numpy())
+
+
+def test_retain_graph_and_inplace_output():
+    ember.manual_seed(3)
+    m = ember.nn.RNN(2, 3, num_layers=2)
+    x = ember.randn(4, 2, 2, requires_grad=True)
+    out, hn = m(x)
+    loss = (out * out).sum() + hn.sum()
+    loss.backward(retain_graph=True)
+    g1 = x.grad.clone()
+    x.grad = None
+    loss.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), g1.numpy())
+    # the output is the caller's: modifying it in place must not change what backward reads
+    x.grad = None
+    out, hn = m(x)
+    loss = (out * out).sum()
+    loss.backward()
+    ref = x.grad.clone()
+    x.grad = None
+    out, hn = m(x)
+    loss = (out * out).sum()
+    with ember.no_grad():
+        hn.mul_(2.0)
+    loss.backward()
+    np.testing.assert_allclose(x.grad.numpy(), ref.numpy())
+
+
+# ---------------------------------------------------------------------- utilities
+@requires_torch
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_pad_sequence(batch_first, side):
+    rng = np.random.default_rng(0)
+    seqs = [rng.standard_normal((n, 2)) for n in (3, 5, 1)]
+    e = ernn.pad_sequence([_e(s) for s in seqs], batch_first=batch_first, padding_value=-1.0, padding_side=side)
+    t = trnn.pad_sequence([_t(s) for s in seqs], batch_first=batch_first, padding_value=-1.0, padding_side=side)
+    _close(e, t, 0)
+
+
+@requires_torch
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("enforce_sorted", [False, True])
+def test_pack_pad_roundtrip_and_grad(batch_first, enforce_sorted):
+    rng = np.random.default_rng(0)
+    lengths = [5, 4, 2] if enforce_sorted else [2, 5, 4]
+    xs = rng.standard_normal((3, 5, 2) if batch_first else (5, 3, 2))
+    ex, tx = _e(xs), _t(xs)
+    ep = ernn.pack_padded_sequence(ex, ember.tensor(lengths), batch_first, enforce_sorted)
+    tp = trnn.pack_padded_sequence(tx, torch.tensor(lengths), batch_first, enforce_sorted)
+    _close(ep.data, tp.data, 0)
+    np.testing.assert_array_equal(ep.batch_sizes.numpy(), tp.batch_sizes.numpy())
+    if enforce_sorted:
+        assert ep.sorted_indices is None and tp.sorted_indices is None
+    else:
+        np.testing.assert_array_equal(ep.unsorted_indices.numpy(), tp.unsorted_indices.numpy())
+    ed, el = ernn.pad_packed_sequence(ep, batch_first, padding_value=9.0, total_length=7)
+    td, tl = trnn.pad_packed_sequence(tp, batch_first, padding_value=9.0, total_length=7)
+    _close(ed, td, 0)
+    np.testing.assert_array_equal(el.numpy(), tl.numpy())
+    assert el.dtype == ember.int64
+    cot = rng.standard_normal(tuple(td.shape))
+    (ed * _e(cot, False)).sum().backward()
+    (td * _t(cot, False)).sum().backward()
+    _close(ex.grad, tx.grad, 0)
+    es = ernn.unpack_sequence(ep)
+    ts = trnn.unpack_sequence(tp)
+    for a, c in zip(es, ts):
+        _close(a, c, 0)
+    packed = ernn.pack_sequence([_e(s, False) for s in rng.standard_normal((2, 3, 2))])
+    assert packed.batch_sizes.tolist() == [2, 2, 2]
+    moved = ep.to(ember.float32)
+    assert isinstance(moved, ernn.PackedSequence) and moved.data.dtype == ember.float32
+
+
+# ---------------------------------------------------------------------- bad inputs
+def test_bad_constructor_args():
+    with pytest.raises(ValueError, match="Unknown nonlinearity 'sig'"):
+        ember.nn.RNN(3, 4, nonlinearity="sig")
+    with pytest.raises(ValueError, match="Unknown nonlinearity"):
+        ember.nn.RNNCell(3, 4, nonlinearity="sigmoid")
+    with pytest.raises(ValueError, match="dropout=1.5"):
+        ember.nn.LSTM(3, 4, 2, dropout=1.5)
+    with pytest.raises(ValueError, match=r"dropout=-0.1"):
+        ember.nn.GRU(3, 4, 2, dropout=-0.1)
+    with pytest.raises(ValueError, match="proj_size has to be smaller than hidden_size .*proj_size=4"):
+        ember.nn.LSTM(3, 4, proj_size=4)
+    with pytest.raises(ValueError, match="proj_size should be a positive integer"):
+        ember.nn.LSTM(3, 4, proj_size=-1)
+
+
+def test_bad_forward_inputs():
+    lstm = ember.nn.LSTM(3, 5)
+    x = ember.randn(2, 4, 3)
+    with pytest.raises(RuntimeError, match="Expected 3, got 4"):
+        lstm(ember.randn(2, 4, 4))
+    with pytest.raises(RuntimeError, match=r"Expected hidden\[0\] size \(1, 4, 5\), got \[1, 3, 5\]"):
+        lstm(x, (ember.zeros(1, 3, 5), ember.zeros(1, 4, 5)))
+    with pytest.raises(RuntimeError, match=r"Expected hidden\[1\] size \(1, 4, 5\), got \[1, 4, 4\]"):
+        lstm(x, (ember.zeros(1, 4, 5), ember.zeros(1, 4, 4)))
+    gru = ember.nn.GRU(3, 5)
+    with pytest.raises(RuntimeError, match=r"Expected hidden size \(1, 4, 5\), got \[2, 4, 5\]"):
+        gru(x, ember.zeros(2, 4, 5))
+    with pytest.raises(RuntimeError, match="unbatched 2-D input, hx should also be 2-D but got \\(3-D\\)"):
+        gru(ember.randn(2, 3), ember.zeros(1, 1, 5))
+    with pytest.raises(RuntimeError, match="batched 3-D input, hx should also be 3-D"):
+        gru(x, ember.zeros(1, 5))
+    with pytest.raises(ValueError, match="Expected input to be 2D or 3D, got 4D"):
+        gru(ember.randn(2, 2, 2, 3))
+    with pytest.raises(TypeError, match=r"hx must be a tuple \(h_0, c_0\)"):
+        lstm(x, ember.zeros(1, 4, 5))
+    cell = ember.nn.LSTMCell(3, 4)
+    with pytest.raises(RuntimeError, match="Input batch size 2 doesn't match hidden0 batch size 3"):
+        cell(ember.randn(2, 3), (ember.zeros(3, 4), ember.zeros(3, 4)))
+    with pytest.raises(RuntimeError, match="input has inconsistent input_size: got 4 expected 3"):
+        cell(ember.randn(2, 4))
+    with pytest.raises(RuntimeError, match="hidden0 has inconsistent hidden_size: got 5, expected 4"):
+        ember.nn.GRUCell(3, 4)(ember.randn(2, 3), ember.zeros(2, 5))
+    with pytest.raises(ValueError, match="Expected input to be 1D or 2D, got 3D"):
+        ember.nn.GRUCell(3, 4)(ember.randn(2, 2, 3))
+
+
+def test_bad_packing():
+    x = ember.randn(4, 3, 2)
+    with pytest.raises(RuntimeError, match=r"sorted in decreasing order .*\[2, 3, 1\]"):
+        ernn.pack_padded_sequence(x, [2, 3, 1])
+    with pytest.raises(RuntimeError, match=r"longer than the sequence length 4"):
+        ernn.pack_padded_sequence(x, [5, 3, 1])
+    with pytest.raises(RuntimeError, match="greater than 0.*lengths \\[3, 2, 0\\]"):
+        ernn.pack_padded_sequence(x, [3, 2, 0])
+    with pytest.raises(RuntimeError, match=r"got 2 \(batch_size=3\)"):
+        ernn.pack_padded_sequence(x, [3, 2])
+    p = ernn.pack_padded_sequence(x, [4, 3, 1])
+    with pytest.raises(ValueError, match="total_length=2"):
+        ernn.pad_packed_sequence(p, total_length=2)
+    with pytest.raises(RuntimeError, match="sequence 1 has shape \\[2, 4\\]"):
+        ernn.pad_sequence([ember.zeros(2, 3), ember.zeros(2, 4)])
+    with pytest.raises(ValueError, match="padding_side"):
+        ernn.pad_sequence([ember.zeros(2, 3)], padding_side="middle")
+    with pytest.raises(RuntimeError, match=r"Expected hidden size \(1, 3, 4\), got \[1, 2, 4\]"):
+        ember.nn.RNN(2, 4)(p, ember.zeros(1, 2, 4))
