@@ -3,6 +3,7 @@
 The ops themselves live in `ember/ops/nn_*.py`, beside the rest of the op library.
 """
 from ..ops.nn_activation import *  # noqa: F401,F403
+from ..ops.nn_attention import *  # noqa: F401,F403
 from ..ops.nn_conv import *  # noqa: F401,F403
 from ..ops.nn_loss import *  # noqa: F401,F403
 from ..ops.nn_misc import *  # noqa: F401,F403
