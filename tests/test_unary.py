@@ -253,3 +253,19 @@ def test_to_other_tensor_and_type_as():
     x, d = ember.ones(2), ember.zeros(1, dtype=ember.float64)
     assert x.to(d).dtype == ember.float64 and x.type_as(d).dtype == ember.float64
     assert x.type() == "ember.FloatTensor" and x.long().type() == "ember.LongTensor"
+
+
+def test_erf_numpy_fallback_matches_math_erf():
+    """erf without SciPy (`_erf_numpy`, the core's NumPy-only path) is float64-accurate, and agrees with
+    the path `erf_array` takes where SciPy is installed."""
+    import math
+
+    from ember.ops.unary import _erf_numpy, erf_array
+    x = np.concatenate([np.linspace(-7, 7, 2001), [0.0, -0.0, 1e-300, -1e-8, 0.5, 1.0, 30.0, -np.inf, np.inf]])
+    ref = np.array([math.erf(v) for v in x])
+    np.testing.assert_allclose(_erf_numpy(x), ref, rtol=1e-15, atol=1e-300)
+    np.testing.assert_allclose(erf_array(x), ref, rtol=1e-15, atol=1e-300)
+    x32 = x.astype(np.float32)
+    assert _erf_numpy(x32).dtype == erf_array(x32).dtype == np.float32
+    np.testing.assert_allclose(_erf_numpy(x32), erf_array(x32), rtol=1e-6, atol=1e-7)
+    assert np.isnan(_erf_numpy(np.array([np.nan])))[0] and np.isnan(erf_array(np.array([np.nan])))[0]

@@ -397,7 +397,24 @@ _ERFC_COEF = None
 _ERF_TAYLOR = [2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(24)]
 
 
+_SCIPY_ERF = None  # scipy.special.erf where SciPy is installed (an optional speed-up), else False
+
+
 def erf_array(x):
+    """erf on an array, to float64 accuracy: SciPy's ufunc when SciPy is installed (~15x faster: GELU's
+    cost in a Transformer step), else NumPy only (`_erf_numpy`)."""
+    global _SCIPY_ERF
+    if _SCIPY_ERF is None:
+        try:
+            from scipy.special import erf as _SCIPY_ERF
+        except ImportError:  # the core needs only NumPy
+            _SCIPY_ERF = False
+    if _SCIPY_ERF is not False and x.dtype.kind == "f" and x.dtype.itemsize >= 4:
+        return _SCIPY_ERF(x)
+    return _erf_numpy(x)
+
+
+def _erf_numpy(x):
     """erf on an array, to float64 accuracy, using NumPy only."""
     global _ERFC_COEF
     if _ERFC_COEF is None:
