@@ -30,9 +30,11 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a model, evaluate it every epoch, save it and reload it",
                        description="Train a model on a dataset (default: the embedded digits). Options left out take "
                                    "the dataset's defaults (see docs/results.md).")
-    p.add_argument("--model", choices=tuple(MODELS), help="default: resmlp (cnn on fashion-mnist, resnet on cifar10)")
+    p.add_argument("--model", choices=tuple(MODELS),
+                   help="default: resmlp (cnn on fashion-mnist, resnet on cifar10, lstm on text)")
     p.add_argument("--dataset", choices=DATASETS, default="digits")
-    p.add_argument("--data-dir", default="data", help="where MNIST/Fashion-MNIST/CIFAR-10 live (default: ./data)")
+    p.add_argument("--data-dir", default="data",
+                   help="where MNIST/Fashion-MNIST/CIFAR-10 live (default: ./data; digits and text ship with ember)")
     p.add_argument("--epochs", type=int)
     p.add_argument("--batch-size", type=int)
     p.add_argument("--optimizer", choices=OPTIMIZERS)

@@ -1,8 +1,10 @@
-"""The models `python -m ember train --model ...` builds, for images of shape (C, H, W).
+"""The models `python -m ember train --model ...` builds: for images of shape (C, H, W), and for
+character sequences of shape (T,).
 
 `mlp`, `resmlp` and `cnn` are the benchmark workloads W1, W2 and W3 (docs/performance.md), with
 the input and class counts of the dataset; `resnet` is a small residual CNN for CIFAR-10.
-Initialisation is PyTorch's default for every layer, drawn from ember's generator.
+`lstm` and `transformer` are character language models (logits for the next character at every
+position). Initialisation is PyTorch's default for every layer, drawn from ember's generator.
 """
 from __future__ import annotations
 
@@ -10,7 +12,10 @@ import math
 
 import ember.nn as nn
 
-__all__ = ["MODELS", "build_model", "count_parameters", "ResMLPBlock", "BasicBlock"]
+import ember
+
+__all__ = ["MODELS", "TEXT_MODELS", "build_model", "count_parameters", "ResMLPBlock", "BasicBlock", "CharLSTM",
+           "CharTransformer", "sample"]
 
 
 class ResMLPBlock(nn.Module):
@@ -64,13 +69,98 @@ def _resnet(c: int, h: int, w: int, classes: int) -> nn.Module:
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, classes))
 
 
-MODELS = {"resmlp": _resmlp, "mlp": _mlp, "cnn": _cnn, "resnet": _resnet}
+class CharLSTM(nn.Module):
+    """Embedding -> LSTM -> Linear: (N, T) character indices to (N, T, vocab) next-character logits."""
+
+    def __init__(self, vocab: int, embed: int = 64, hidden: int = 256, layers: int = 2, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, embed)
+        self.rnn = nn.LSTM(embed, hidden, layers, batch_first=True, dropout=dropout)
+        self.head = nn.Linear(hidden, vocab)
+
+    def forward(self, x, state=None):
+        return self.step(x, state)[0]
+
+    def step(self, x, state=None):
+        """(logits, (h, c)): the logits of every position and the state after the last one."""
+        h, state = self.rnn(self.embed(x), state)
+        return self.head(h), state
 
 
-def build_model(name: str, in_shape: tuple[int, int, int], num_classes: int) -> nn.Module:
-    """A freshly initialised model `name` for inputs (N, *in_shape) and `num_classes` logits."""
+class CharTransformer(nn.Module):
+    """A causal (decoder-only) Transformer: token plus learned position embeddings, pre-norm
+    encoder layers under a causal mask, a final LayerNorm and a linear head. Sees at most
+    `context` characters."""
+
+    def __init__(self, vocab: int, context: int, d_model: int = 128, nhead: int = 4, layers: int = 2,
+                 dim_feedforward: int = 512, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.context = context
+        self.embed = nn.Embedding(vocab, d_model)
+        self.pos = nn.Embedding(context, d_model)
+        layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab)
+
+    def forward(self, x):
+        t = x.shape[1]
+        if t > self.context:
+            raise ValueError(f"CharTransformer: sequences of {t} characters exceed its context of {self.context}")
+        h = self.embed(x) + self.pos(ember.arange(t))
+        mask = nn.Transformer.generate_square_subsequent_mask(t)
+        return self.head(self.norm(self.encoder(h, mask=mask, is_causal=True)))
+
+
+def sample(model: nn.Module, vocab, prompt: str, length: int, temperature: float = 0.8,
+           generator: "ember.Generator | None" = None) -> str:
+    """`prompt` followed by `length` characters drawn from the model, one at a time (eval mode,
+    no_grad). An LSTM carries its state forward; a Transformer re-reads its last `context` characters."""
+    was_training = model.training
+    model.eval()
+    out = list(prompt)
+    try:
+        with ember.no_grad():
+            idx = ember.from_numpy(vocab.encode(prompt))[None]
+            state = None
+            for _ in range(length):
+                if isinstance(model, CharLSTM):
+                    logits, state = model.step(idx, state)
+                else:
+                    ctx = ember.from_numpy(vocab.encode("".join(out)[-model.context:]))[None]
+                    logits = model(ctx)
+                probs = ember.softmax(logits[0, -1] / temperature, dim=0)
+                nxt = ember.multinomial(probs, 1, generator=generator)
+                out.append(vocab.chars[int(nxt.item())])
+                idx = nxt[None]
+    finally:
+        model.train(was_training)
+    return "".join(out)
+
+
+def _lstm(t: int, vocab: int) -> nn.Module:
+    return CharLSTM(vocab)
+
+
+def _transformer(t: int, vocab: int) -> nn.Module:
+    return CharTransformer(vocab, context=t)
+
+
+MODELS = {"resmlp": _resmlp, "mlp": _mlp, "cnn": _cnn, "resnet": _resnet, "lstm": _lstm, "transformer": _transformer}
+TEXT_MODELS = ("lstm", "transformer")
+
+
+def build_model(name: str, in_shape: tuple, num_classes: int) -> nn.Module:
+    """A freshly initialised model `name` for inputs (N, *in_shape) and `num_classes` logits
+    (images: in_shape = (C, H, W); text: in_shape = (T,) and num_classes = the vocabulary size)."""
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
+    if (name in TEXT_MODELS) != (len(in_shape) == 1):
+        kind = "character sequences (--dataset text)" if name in TEXT_MODELS else "images"
+        raise ValueError(f"model {name!r} is for {kind}, but the data are of shape {tuple(in_shape)}")
+    if name in TEXT_MODELS:
+        return MODELS[name](in_shape[0], num_classes)
     c, h, w = in_shape
     if name == "cnn" and min(h, w) < 4:
         raise ValueError(f"model 'cnn' pools twice by 2 and needs images of at least 4x4, got {h}x{w}")

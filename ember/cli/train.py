@@ -30,7 +30,7 @@ from ember import datasets
 from ember.datasets import transforms as T
 from ember.utils.data import DataLoader, Dataset, TensorDataset
 
-from .models import build_model, count_parameters
+from .models import build_model, count_parameters, sample
 
 __all__ = ["DATASETS", "DEFAULTS", "CLIError", "load_data", "train", "evaluate_checkpoint"]
 
@@ -47,6 +47,7 @@ class Data:
     num_classes: int
     mean: list[float]
     std: list[float]
+    vocab: list[str] | None = None  # text: the characters, in index order
 
 
 # Hyper-parameters each dataset trains with unless the command line says otherwise.
@@ -59,7 +60,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                           scheduler="cosine"),
     "cifar10": dict(model="resnet", epochs=15, batch_size=128, optimizer="sgd", lr=0.05, weight_decay=5e-4,
                     scheduler="warmup-cosine"),
+    "text": dict(model="lstm", epochs=8, batch_size=32, optimizer="adam", lr=3e-3, weight_decay=0.0,
+                 scheduler="cosine"),
 }
+TEXT_SEQ_LEN = 64  # characters per training window of the text dataset
 DATASETS = tuple(DEFAULTS)
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULERS = ("none", "step", "cosine", "warmup-cosine")
@@ -89,10 +93,16 @@ def _cifar(root: str, train: bool, stats: tuple | None) -> tuple[Dataset, tuple,
     return raw, (3, 32, 32), mean, std
 
 
+def _text(root: str, train: bool, stats: tuple | None) -> tuple[Dataset, tuple, list, list]:
+    """The embedded public-domain text as next-character windows (no normalisation statistics)."""
+    return datasets.CharText(seq_len=TEXT_SEQ_LEN, train=train), (TEXT_SEQ_LEN,), [], []
+
+
 _LOADERS = {"digits": lambda root, train, stats: _idx_dataset(datasets.Digits, root, train, stats),
             "mnist": lambda root, train, stats: _idx_dataset(datasets.MNIST, root, train, stats),
             "fashion-mnist": lambda root, train, stats: _idx_dataset(datasets.FashionMNIST, root, train, stats),
-            "cifar10": _cifar}
+            "cifar10": _cifar,
+            "text": _text}
 
 
 def load_data(name: str, root: str, *, stats: tuple | None = None, with_train: bool = True) -> Data:
@@ -107,8 +117,10 @@ def load_data(name: str, root: str, *, stats: tuple | None = None, with_train: b
             stats = (mean, std)
         test, in_shape, mean, std = _LOADERS[name](root, False, stats)
     except (OSError, RuntimeError, ValueError) as e:
-        hint = "" if name in ("digits", "cifar10") else f" (fetch it with: python -m ember data fetch {name} --root {root})"
+        hint = "" if name in ("digits", "cifar10", "text") else f" (fetch it with: python -m ember data fetch {name} --root {root})"
         raise CLIError(f"cannot load {name} from {root!r}: {e}{hint}") from None
+    if name == "text":
+        return Data(train, test, tuple(in_shape), len(test.vocab), [], [], list(test.vocab.chars))
     return Data(train, test, tuple(in_shape), 10, list(mean), list(std))
 
 
@@ -135,13 +147,22 @@ def make_scheduler(name: str, opt, epochs: int):
     return None
 
 
+def _flat(logits, y) -> tuple:
+    """Sequence models predict at every position: (N, T, C) logits and (N, T) targets become
+    (N·T, C) and (N·T,), so loss and accuracy are per character. Images pass through."""
+    if logits.dim() == 3:
+        return logits.reshape(-1, logits.shape[-1]), y.reshape(-1)
+    return logits, y
+
+
 def run_epoch_eval(model: nn.Module, loader: DataLoader) -> tuple[float, float]:
-    """Mean cross-entropy and accuracy of `model` over `loader`, in eval mode under `no_grad`."""
+    """Mean cross-entropy and accuracy of `model` over `loader` (per sample, or per predicted
+    character for sequence models), in eval mode under `no_grad`."""
     model.eval()
     total_loss, correct, n = 0.0, 0, 0
     with ember.no_grad():
         for x, y in loader:
-            logits = model(x)
+            logits, y = _flat(model(x), y)
             total_loss += F.cross_entropy(logits, y, reduction="sum").item()
             correct += int((logits.argmax(dim=1) == y).sum().item())
             n += len(y)
@@ -164,7 +185,7 @@ def train_one_epoch(model, opt, loader: DataLoader, desc: str) -> tuple[float, f
     total_loss, correct, n = 0.0, 0, 0
     t0 = time.perf_counter()
     for i, (x, y) in enumerate(loader):
-        logits = model(x)
+        logits, y = _flat(model(x), y)
         loss = F.cross_entropy(logits, y)
         opt.zero_grad()
         loss.backward()
@@ -264,6 +285,8 @@ def train(args: argparse.Namespace) -> int:
     sched = make_scheduler(cfg["scheduler"], opt, cfg["epochs"])
     model_cfg = dict(model=cfg["model"], dataset=cfg["dataset"], in_shape=list(data.in_shape),
                      num_classes=data.num_classes, mean=data.mean, std=data.std)
+    if data.vocab is not None:
+        model_cfg["vocab"] = data.vocab
     start, history = 0, []
     if args.resume and os.path.exists(ckpt_path):
         start, history = _restore(ckpt_path, cfg, model, opt, sched)
@@ -307,6 +330,9 @@ def train(args: argparse.Namespace) -> int:
           + (f", {curves}" if plotted else " (install matplotlib for curves.png)"))
     print(f"reloaded {model_path} into a fresh model: test accuracy {re_acc:.4f} "
           f"{'matches' if same else 'DOES NOT MATCH'} the trained model's {final_acc:.4f}")
+    if data.vocab is not None:
+        text = sample(reloaded, datasets.Vocab(data.vocab), "In the beginning", 300, generator=ember.Generator().manual_seed(0))
+        print(f"sampled from the reloaded model (temperature 0.8):\n{text}")
     if not same:
         return 1
     if final_acc < args.min_accuracy:
