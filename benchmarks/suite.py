@@ -2,14 +2,14 @@
 
 For each BLAS thread count (default 2, then 1) a fresh process, its thread pools pinned before NumPy
 and PyTorch load, measures the float32 matmul rate of the machine and then each workload as
-ember, as the hand-written NumPy step and as PyTorch CPU, interleaved repeat by repeat
+ember, as the hand-written NumPy step (W1-W3 only) and as PyTorch CPU, interleaved repeat by repeat
 (benchmarks/_harness.py); the first thread count also runs the scaling tables. Then each training
 workload runs 200 steps alone in a process per implementation for its peak RSS, and
 benchmarks/overhead.py gives the per-op figures. The report is one markdown document: the
 throughput table with ember/NumPy and ember/PyTorch ratios (medians of the per-repeat ratios)
 judged against the targets of docs/performance.md, the scaling tables, overhead and memory.
 
-    python -m ember bench [--threads 2,1] [--only w1,w2,w3,w3i] [--repeats 7] [--no-torch]
+    python -m ember bench [--threads 2,1] [--only w1,w2,w3,w3i,lstm,transformer] [--repeats 7] [--no-torch]
                           [--no-scaling] [--no-memory] [--no-overhead] [--quick] [--output FILE] [--json FILE]
 """
 from __future__ import annotations
@@ -34,6 +34,9 @@ WORKLOADS = {
     "w2": ("W2 ResMLP (LayerNorm, Dropout), Adam: train", 128, 0.95, 1.5),
     "w3": ("W3 CNN, SGD: train", 128, 0.95, 1.0),
     "w3i": ("W3 CNN: inference, batch 1000, no_grad", 1000, 0.95, 1.0),
+    # sequence models (benchmarks/seq.py): PyTorch is the only reference; items are sequences
+    "lstm": ("LSTM 2×256, seq 64, batch 32, Adam: train", 32, None, 1.0),
+    "transformer": ("Transformer encoder 4×128, seq 64, batch 32, Adam: train", 32, None, 1.0),
 }
 SMALL_BATCH_TARGET = 2.0  # ember/PyTorch at batch 1 and 16
 MATMUL_FRACTION_TARGET = 0.75  # W1 at batch 128, of the measured float32 matmul rate
@@ -47,6 +50,9 @@ def _cases(key: str, impls, batch: int | None = None, width: int = 512, matmuls:
     if key == "w2":
         from .resmlp import cases
         return cases(batch or 128, impls=impls)
+    if key in ("lstm", "transformer"):
+        from .seq import cases
+        return cases(key, batch or 32, impls=impls)
     from .cnn import infer_cases, train_cases
     return train_cases(batch or 128, impls=impls) if key == "w3" else infer_cases(batch or 1000, impls=impls)
 
@@ -127,10 +133,11 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
 
 
-def _verdict(value: float | None, target: float) -> str:
-    if value is None:
+def _verdict(value: float | None, target: float | None) -> str:
+    """`value× ✓/✗ (≥ target)`; no target: no verdict."""
+    if value is None or target is None:
         return "–"
-    return f"{value:.3f}× {'✓' if value >= target else '✗'}"
+    return f"{value:.3f}× {'✓' if value >= target else '✗'} (≥ {target})"
 
 
 def render(res: dict) -> str:
@@ -151,8 +158,7 @@ def render(res: dict) -> str:
                      for k in IMPLS]
             ratios = r.get("ratios", {})
             lines.append(f"| {title} | {run['threads']} | {' | '.join(cells)} | "
-                         f"{_verdict(ratios.get('numpy'), t_np)} (≥ {t_np}) | "
-                         f"{_verdict(ratios.get('pytorch'), t_torch)} (≥ {t_torch}) |")
+                         f"{_verdict(ratios.get('numpy'), t_np)} | {_verdict(ratios.get('pytorch'), t_torch)} |")
     lines.append("")
     lines.append("float32 matmul, " + ", ".join(
         f"{run['threads']} thread(s): {run['matmul_gflops']:.0f} GFLOP/s at the start, {run['matmul_gflops_end']:.0f} "
@@ -176,7 +182,7 @@ def render(res: dict) -> str:
                 ratios = r.get("ratios", {})
                 vs_torch = ratios.get("pytorch")
                 if vs_torch is not None and small_target and int(size) in (1, 16):
-                    vt = _verdict(vs_torch, SMALL_BATCH_TARGET) + f" (≥ {SMALL_BATCH_TARGET})"
+                    vt = _verdict(vs_torch, SMALL_BATCH_TARGET)
                 else:
                     vt = f"{vs_torch:.2f}×" if vs_torch is not None else "–"
                 vn = f"{ratios['numpy']:.2f}×" if "numpy" in ratios else "–"
@@ -239,7 +245,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--threads", type=lambda s: _csv(s, conv=int), default=[2, 1],
                     help="BLAS thread counts, comma-separated (default 2,1)")
     ap.add_argument("--only", type=lambda s: _csv(s, WORKLOADS), default=list(WORKLOADS),
-                    help="workloads, comma-separated: w1, w2, w3, w3i (default all)")
+                    help="workloads, comma-separated: w1, w2, w3, w3i, lstm, transformer (default all)")
     ap.add_argument("--repeats", type=int, default=7, help="interleaved repeats (default 7)")
     ap.add_argument("--no-torch", action="store_true", help="leave PyTorch out even where it is installed")
     ap.add_argument("--no-scaling", action="store_true")
