@@ -548,26 +548,3 @@ def test_fused_conv_relu_pool(order: str, bias: bool, dtype: str, data) -> None:
         np.testing.assert_allclose(results[0].detach().numpy(), results[2].detach().numpy(), rtol=TOL[dtype][0], atol=TOL[dtype][1])
         for gf, gu in zip(results[1], results[3]):
             np.testing.assert_allclose(gf, gu, rtol=TOL[dtype][0] * 10, atol=TOL[dtype][1] * 10)
-
-
-# ----------------------------------------------------------------------------- known mismatches
-def _same_outcome(e_fn: Callable, t_fn: Callable) -> None:
-    """Both raise the same builtin exception type, or both return equal tensors."""
-    try:
-        t_out = t_fn()
-    except Exception as exc:
-        with pytest.raises(_builtin_type(exc)):
-            e_fn()
-        return
-    _compare(e_fn(), t_out)
-
-
-KNOWN: dict = {  # none pinned at present: add minimal reproductions here as the properties find them
-}
-
-
-@pytest.mark.xfail(strict=True, reason="bug: ember differs from PyTorch here (exception type or result)")
-@pytest.mark.parametrize("case", sorted(KNOWN))
-def test_known_mismatches(case: str) -> None:
-    """Mismatches found by the properties above, pinned as minimal reproductions."""
-    _same_outcome(*KNOWN[case])

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from helpers import requires_torch, torch
 from test_properties import (
-    DTYPES, LAYOUTS, Pair, _builtin_type, _compare, _settings, _values, broadcast_pairs, check, nonempty_shapes,
-    shapes, tensors,
+    DTYPES, LAYOUTS, Pair, _builtin_type, _compare, _same_outcome, _settings, _values, broadcast_pairs, check,
+    nonempty_shapes, shapes, tensors,
 )
 
 import ember
@@ -74,15 +74,6 @@ def _arg(x: Any, lib) -> Any:
     return x
 
 
-def _same_outcome(e_fn: Callable, t_fn: Callable) -> None:
-    """Both raise the same builtin exception type, or both return equal tensors."""
-    try:
-        t_out = t_fn()
-    except Exception as exc:
-        with pytest.raises(_builtin_type(exc)):
-            e_fn()
-        return
-    _compare(e_fn(), t_out)
 
 
 def check_inplace(x: Twin, fn: Callable, *args: Any) -> None:
@@ -498,14 +489,3 @@ GRAPH_REWRITES: dict[str, Callable] = {
 def test_inplace_graph_rewrites(case: str) -> None:
     """In-place writes to (views of) a non-leaf graph tensor: values and x's gradient match torch."""
     _same_outcome(lambda: _graph_grads(ember, GRAPH_REWRITES[case]), lambda: _graph_grads(torch, GRAPH_REWRITES[case]))
-
-
-KNOWN: dict[str, tuple[Callable, Callable]] = {
-}
-
-
-@pytest.mark.xfail(strict=True, reason="bug: ember differs from PyTorch here (exception type or result)")
-@pytest.mark.parametrize("case", sorted(KNOWN))
-def test_known_mismatches(case: str) -> None:
-    """Mismatches found by the properties above, pinned as minimal reproductions."""
-    _same_outcome(*KNOWN[case])
