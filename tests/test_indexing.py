@@ -621,3 +621,22 @@ I = ember.tensor([[0, 1]])
 def test_gather_family_errors(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+@requires_torch
+@pytest.mark.parametrize("shape, idx, vshape", [
+    ((1,), [1], (2,)), ((1,), [1], (1,)), ((3, 2), [0, 5], (3, 2)), ((3, 2), [0, 5], (2,)), ((2, 3), [-3], (1, 3)),
+    ((2, 3), [2], (5,)),
+])
+def test_setitem_reports_a_bad_value_shape_before_an_out_of_range_index(shape, idx, vshape):
+    """As PyTorch: a value that cannot broadcast to the indexing result is a RuntimeError even when the index
+    tensor is also out of range; an out-of-range index with a fitting value is an IndexError."""
+    try:
+        t = torch.zeros(*shape)
+        t[torch.tensor(idx)] = torch.zeros(*vshape)
+        expected = None
+    except Exception as e:  # noqa: BLE001 (the oracle's type is what we compare)
+        expected = type(e) if type(e) in (RuntimeError, IndexError) else IndexError
+    e_t = ember.zeros(*shape)
+    with pytest.raises(expected, match="shape mismatch|out of bounds"):
+        e_t[ember.tensor(idx)] = ember.zeros(*vshape)

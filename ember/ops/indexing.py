@@ -143,8 +143,10 @@ def _parse(index, shape: tuple) -> tuple:
             if it.size:
                 lo, hi = int(it.min()), int(it.max())
                 if hi >= size or lo < -size:
-                    raise _ArrayIndexError(f"index {hi if hi >= size else lo} is out of bounds for dimension {d} with "
+                    err = _ArrayIndexError(f"index {hi if hi >= size else lo} is out of bounds for dimension {d} with "
                                            f"size {size}")
+                    err.dim, err.need = d, max(hi + 1, -lo)  # what the dim would need to hold the index
+                    raise err
                 if lo < 0:  # non-negative indices make the gradient's sort-and-sum path valid
                     items[k] = np.where(it < 0, it + size, it)
             d += 1
@@ -332,13 +334,39 @@ def _dtype_mismatch(self: Tensor, value: Tensor):
                        f"convert the value with .to({self.dtype}))")
 
 
+def _check_value_fits(index, shape: tuple, value, err: _ArrayIndexError) -> None:
+    """PyTorch reports a value that does not broadcast to the indexing result before an out-of-range index
+    tensor: find the result's shape as if the offending dims were large enough, and raise that error first."""
+    shape = list(shape)
+    for _ in range(len(shape) + 1):
+        shape[err.dim] = max(shape[err.dim], err.need)
+        try:
+            pre, main, _ = _fast_index(index, tuple(shape))
+            break
+        except _ArrayIndexError as again:
+            err = again
+    else:
+        return
+    dummy = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), tuple(shape), (0,) * len(shape))  # no memory
+    result = (dummy if pre is None else dummy[pre])[main].shape
+    vshape = np.shape(value.data if isinstance(value, Tensor) else value)
+    try:
+        fits = np.broadcast_shapes(vshape, result) == result
+    except ValueError:
+        fits = False
+    if not fits:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(vshape)} cannot be broadcast to indexing "
+                           f"result of shape {list(result)}")
+
+
 def setitem(self: Tensor, index, value) -> None:
     """x[index] = value (broadcast): in place; under autograd the tensor takes the result's place in the graph."""
     try:
         idx = _fast_index(index, self.data.shape)
-    except _ArrayIndexError:
+    except _ArrayIndexError as e:
         if isinstance(value, Tensor) and value.data.dtype != self.data.dtype:
             _dtype_mismatch(self, value)
+        _check_value_fits(index, self.data.shape, value, e)
         raise
     _check_writable(self, "__setitem__")
     if isinstance(value, Tensor):
