@@ -14,6 +14,22 @@ def _xp(device):
     return np if device is None else backend.module_for(backend.device(device))
 
 
+def _place(arr, device):
+    """A host array moved to `device` (None: stays on the CPU)."""
+    if device is None:
+        return arr
+    return backend.transfer(arr, backend.resolve(device))
+
+
+def _alloc(device, make_array):
+    """`make_array(xp)` run with the array module of `device`, allocating on that device."""
+    if device is None:
+        return make_array(np)
+    dev = backend.resolve(device)
+    with backend.on(dev):
+        return make_array(backend.module_for(dev))
+
+
 def _finish(arr, requires_grad: bool, op: str) -> Tensor:
     t = make(arr)
     if requires_grad:
@@ -31,10 +47,11 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     if isinstance(data, Tensor):
         data = data.data
     arr = _to_array(data, None if dtype is None else dt.np_dtype(dtype), "tensor")
-    if arr is data or (isinstance(data, np.ndarray) and np.shares_memory(arr, data)):
+    if device is not None and backend.resolve(device) != backend.device_of(arr):
+        arr = _place(arr, device)  # the move copies
+    elif arr is data or (isinstance(data, np.ndarray) and np.shares_memory(arr, data)) or (
+            type(arr) is not np.ndarray and arr is getattr(data, "data", None)):
         arr = arr.copy()
-    if device is not None:
-        arr = _xp(device).asarray(arr)
     return _finish(arr, requires_grad, "tensor")
 
 
@@ -44,7 +61,7 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
         return data
     arr = _to_array(data, None if dtype is None else dt.np_dtype(dtype), "as_tensor")
     if device is not None:
-        arr = _xp(device).asarray(arr)
+        arr = backend.transfer(arr, backend.resolve(device))
     return make(arr)
 
 
@@ -60,15 +77,18 @@ def from_numpy(ndarray: np.ndarray) -> Tensor:
 
 # ---------------------------------------------------------------------- filled
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(_xp(device).zeros(_shape_arg(size, "zeros"), _fdtype(dtype)), requires_grad, "zeros")
+    shape, d = _shape_arg(size, "zeros"), _fdtype(dtype)
+    return _finish(_alloc(device, lambda xp: xp.zeros(shape, d)), requires_grad, "zeros")
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(_xp(device).ones(_shape_arg(size, "ones"), _fdtype(dtype)), requires_grad, "ones")
+    shape, d = _shape_arg(size, "ones"), _fdtype(dtype)
+    return _finish(_alloc(device, lambda xp: xp.ones(shape, d)), requires_grad, "ones")
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(_xp(device).empty(_shape_arg(size, "empty"), _fdtype(dtype)), requires_grad, "empty")
+    shape, d = _shape_arg(size, "empty"), _fdtype(dtype)
+    return _finish(_alloc(device, lambda xp: xp.empty(shape, d)), requires_grad, "empty")
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -79,13 +99,14 @@ def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False)
         d = dt.scalar_dtype(fill_value)
     else:
         d = dt.np_dtype(dtype)
-    return _finish(_xp(device).full(_shape_arg((size,), "full"), fill_value, d), requires_grad, "full")
+    shape = _shape_arg((size,), "full")
+    return _finish(_alloc(device, lambda xp: xp.full(shape, fill_value, d)), requires_grad, "full")
 
 
 def eye(n: int, m: int | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     if n < 0 or (m is not None and m < 0):
         raise RuntimeError(f"eye(): n and m must be non-negative, got n={n}, m={m}")
-    return _finish(_xp(device).eye(n, m, dtype=_fdtype(dtype)), requires_grad, "eye")
+    return _finish(_alloc(device, lambda xp: xp.eye(n, m, dtype=_fdtype(dtype))), requires_grad, "eye")
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -109,25 +130,26 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool
     n = max(0, math.ceil((vals[1] - vals[0]) / vals[2]))
     # computed in float64 (or int64) then cast, so float32 ranges have the same length as PyTorch's
     arr = (np.arange(n, dtype=np.float64 if d.kind == "f" else np.int64) * vals[2] + vals[0]).astype(d)
-    return _finish(_xp(device).asarray(arr), requires_grad, "arange")
+    return _finish(_place(arr, device), requires_grad, "arange")
 
 
 def linspace(start, end, steps: int, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     if steps < 0:
         raise RuntimeError(f"linspace(): number of steps must be non-negative, got {steps}")
     arr = np.linspace(float(start), float(end), steps).astype(_fdtype(dtype))
-    return _finish(_xp(device).asarray(arr), requires_grad, "linspace")
+    return _finish(_place(arr, device), requires_grad, "linspace")
 
 
 def logspace(start, end, steps: int, base: float = 10.0, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     arr = np.logspace(float(start), float(end), steps, base=base).astype(_fdtype(dtype))
-    return _finish(_xp(device).asarray(arr), requires_grad, "logspace")
+    return _finish(_place(arr, device), requires_grad, "logspace")
 
 
 def _like(fn, input: Tensor, dtype, device, requires_grad, *args):
     d = input.data.dtype if dtype is None else dt.np_dtype(dtype)
-    xp = backend.array_module(input.data) if device is None else _xp(device)
-    return _finish(fn(xp, input.shape, d, *args), requires_grad, fn.__name__)
+    dev = input.device if device is None else device
+    return _finish(_alloc(dev if dev != backend.CPU else None, lambda xp: fn(xp, input.shape, d, *args)),
+                   requires_grad, fn.__name__)
 
 
 def zeros_like(input: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -151,19 +173,29 @@ def full_like(input: Tensor, fill_value, dtype=None, device=None, requires_grad:
 # 128-bit state, the 128-bit increment, has_uint32 and uinteger (4 bytes each), the seed (16, signed).
 _RNG_MAGIC = b"EMBRPCG1"
 _RNG_STATE_SIZE = 64
+_CUDA_RNG_MAGIC = b"EMBRCUD1"  # a CUDA generator's state: magic, the 64-bit reseed, the initial seed (16)
+
+
+def _signed16(seed: int) -> bytes:
+    seed = seed if -(1 << 127) <= seed < (1 << 127) else seed & ((1 << 64) - 1)
+    return seed.to_bytes(16, "little", signed=True)
 
 
 class Generator:
-    """A seeded source of random numbers (wraps NumPy's PCG64), as `torch.Generator`."""
+    """A seeded source of random numbers, as `torch.Generator`: NumPy's PCG64 on the CPU, a CuPy
+    (cuRAND) RandomState on a CUDA device. Draws land on the generator's device."""
 
     def __init__(self, device="cpu") -> None:
-        self.device = backend.device(device)
+        self.device = backend.resolve(device)
         self.manual_seed(0x5EED)
 
     def manual_seed(self, seed: int) -> "Generator":
         seed = int(seed)
         self._seed = seed
-        self.np = np.random.Generator(np.random.PCG64(seed & ((1 << 64) - 1)))
+        if self.device.type == "cpu":
+            self.np = np.random.Generator(np.random.PCG64(seed & ((1 << 64) - 1)))
+        else:
+            self._rs = backend.require_cuda(self.device).random_state(seed & ((1 << 64) - 1), self.device.index)
         return self
 
     def seed(self) -> int:
@@ -174,9 +206,50 @@ class Generator:
     def initial_seed(self) -> int:
         return self._seed
 
+    # draws: arrays on the generator's device
+    def random(self, shape: tuple, dtype=np.float64):
+        """Uniform on [0, 1) as float32 or float64."""
+        d = np.float32 if dtype == np.float32 else np.float64
+        if self.device.type == "cpu":
+            return self.np.random(shape, dtype=d)
+        with backend.on(self.device):
+            return self._rs.random_sample(shape, dtype=d)
+
+    def standard_normal(self, shape: tuple, dtype=np.float64):
+        d = np.float32 if dtype == np.float32 else np.float64
+        if self.device.type == "cpu":
+            return self.np.standard_normal(shape, dtype=d)
+        with backend.on(self.device):
+            return self._rs.standard_normal(shape, dtype=d)
+
+    def integers(self, low: int, high: int, shape: tuple):
+        """int64 uniform on [low, high)."""
+        if self.device.type == "cpu":
+            return self.np.integers(low, high, shape)
+        with backend.on(self.device):
+            return self._rs.randint(low, high, shape, dtype=np.int64)
+
+    def permutation(self, n: int):
+        if self.device.type == "cpu":
+            return self.np.permutation(n)
+        with backend.on(self.device):
+            return self._rs.permutation(n)
+
     def get_state(self) -> Tensor:
         """The generator's whole state as a uint8 Tensor (PyTorch's ByteTensor), for `set_state`:
-        PCG64's 128-bit state and increment, its buffered 32-bit draw and the initial seed."""
+        PCG64's 128-bit state and increment, its buffered 32-bit draw and the initial seed.
+
+        cuRAND's state cannot be read out through CuPy, so a CUDA generator draws a fresh 62-bit seed
+        from its own stream, reseeds itself with it and returns that seed: what follows `get_state()`
+        is exactly what follows `set_state()` of the returned state (runs that checkpoint and resume
+        repeat), but the stream differs from one that never called `get_state()`."""
+        if self.device.type != "cpu":
+            nxt = int(self.integers(0, 1 << 62, (1,))[0])
+            initial = self._seed
+            self.manual_seed(nxt)
+            self._seed = initial
+            raw = _CUDA_RNG_MAGIC + nxt.to_bytes(8, "little") + _signed16(initial)
+            return make(np.frombuffer(raw, np.uint8).copy())
         s = self.np.bit_generator.state
         if s["bit_generator"] != "PCG64":
             raise RuntimeError(f"get_state(): the generator runs {s['bit_generator']}, ember's states encode PCG64")
@@ -200,6 +273,14 @@ class Generator:
         if new_state.dtype is not dt.uint8:
             raise TypeError(f"set_state(): RNG state must be an ember.ByteTensor (uint8), got {new_state.dtype}")
         raw = new_state.numpy(force=True).tobytes()
+        if self.device.type != "cpu":
+            if len(raw) != len(_CUDA_RNG_MAGIC) + 24 or raw[:8] != _CUDA_RNG_MAGIC:
+                raise RuntimeError(f"set_state(): this uint8 tensor is not the state of an ember CUDA generator "
+                                   f"({len(raw)} bytes); use one returned by ember.cuda.get_rng_state()")
+            initial = int.from_bytes(raw[16:32], "little", signed=True)
+            self.manual_seed(int.from_bytes(raw[8:16], "little"))
+            self._seed = initial
+            return self
         if len(raw) != _RNG_STATE_SIZE:
             raise RuntimeError(f"set_state(): expected an RNG state of {_RNG_STATE_SIZE} bytes "
                                f"(from get_rng_state()), but got {len(raw)}")
@@ -219,9 +300,41 @@ class Generator:
 default_generator = Generator()
 
 
+_cuda_gens: list = []
+_cuda_seed = [0x5EED]
+
+
+def cuda_generators() -> list:
+    """The default Generator of each CUDA device, made on first use with the last global seed."""
+    if not _cuda_gens:
+        be = backend.require_cuda()
+        _cuda_gens.extend(Generator(f"cuda:{i}").manual_seed(_cuda_seed[0]) for i in range(be.count))
+    return _cuda_gens
+
+
+def _seed_cuda(seed: int) -> None:
+    _cuda_seed[0] = int(seed)
+    for g in _cuda_gens:
+        g.manual_seed(seed)
+
+
 def manual_seed(seed: int) -> Generator:
-    """Seed the global generator: every random factory and op becomes reproducible."""
+    """Seed the global generator and every CUDA device's: random factories and ops become reproducible."""
+    _seed_cuda(seed)
     return default_generator.manual_seed(seed)
+
+
+def generator_for(device: backend.device, generator: "Generator | None" = None, op: str = "random") -> Generator:
+    """The generator to draw with on `device`: `generator` (checked to be on that device type) or
+    the device's default generator."""
+    if generator is not None:
+        if generator.device.type != device.type:
+            raise RuntimeError(f"{op}(): expected a '{device.type}' device type for generator but found "
+                               f"'{generator.device.type}'; make it with ember.Generator(device='{device}')")
+        return generator
+    if device.type == "cpu":
+        return default_generator
+    return cuda_generators()[device.index]
 
 
 def seed() -> int:
@@ -246,6 +359,13 @@ def _gen(generator) -> np.random.Generator:
     return (generator or default_generator).np
 
 
+def _where(device, generator, op: str) -> Generator:
+    dev = backend.CPU if device is None else backend.resolve(device)
+    if device is None and generator is not None:
+        dev = generator.device
+    return generator_for(dev, generator, op)
+
+
 def _float_only(d: np.dtype, op: str) -> None:
     if d.kind != "f":
         raise NotImplementedError(f"{op}(): only floating-point dtypes are supported, got {dt.FROM_NP[d]}; "
@@ -256,16 +376,16 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = F
     """Uniform samples on [0, 1)."""
     d = _fdtype(dtype)
     _float_only(d, "rand")
-    arr = _gen(generator).random(_shape_arg(size, "rand"), dtype=np.float64 if d != np.float32 else np.float32).astype(d, copy=False)
-    return _finish(_xp(device).asarray(arr), requires_grad, "rand")
+    arr = _where(device, generator, "rand").random(_shape_arg(size, "rand"), d).astype(d, copy=False)
+    return _finish(arr, requires_grad, "rand")
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Standard normal samples."""
     d = _fdtype(dtype)
     _float_only(d, "randn")
-    arr = _gen(generator).standard_normal(_shape_arg(size, "randn"), dtype=np.float64 if d != np.float32 else np.float32).astype(d, copy=False)
-    return _finish(_xp(device).asarray(arr), requires_grad, "randn")
+    arr = _where(device, generator, "randn").standard_normal(_shape_arg(size, "randn"), d).astype(d, copy=False)
+    return _finish(arr, requires_grad, "randn")
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -279,8 +399,8 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     if high <= low:
         raise RuntimeError(f"randint(): random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     d = dt.NP_INT64 if dtype is None else dt.np_dtype(dtype)
-    arr = _gen(generator).integers(low, high, _shape_arg((size,), "randint")).astype(d, copy=False)
-    return _finish(_xp(device).asarray(arr), requires_grad, "randint")
+    arr = _where(device, generator, "randint").integers(low, high, _shape_arg((size,), "randint")).astype(d, copy=False)
+    return _finish(arr, requires_grad, "randint")
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -288,55 +408,73 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: 
     if n < 0:
         raise RuntimeError(f"randperm(): n must be non-negative, got {n}")
     d = dt.NP_INT64 if dtype is None else dt.np_dtype(dtype)
-    return _finish(_xp(device).asarray(_gen(generator).permutation(n).astype(d)), requires_grad, "randperm")
+    return _finish(_where(device, generator, "randperm").permutation(n).astype(d), requires_grad, "randperm")
+
+
+def _like_device(input: Tensor, device):
+    return device if device is not None else (None if input.device.type == "cpu" else input.device)
 
 
 def rand_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return rand(*input.shape, generator=generator, dtype=dtype or input.dtype, device=device, requires_grad=requires_grad)
+    return rand(*input.shape, generator=generator, dtype=dtype or input.dtype, device=_like_device(input, device),
+                requires_grad=requires_grad)
 
 
 def randn_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return randn(*input.shape, generator=generator, dtype=dtype or input.dtype, device=device, requires_grad=requires_grad)
+    return randn(*input.shape, generator=generator, dtype=dtype or input.dtype, device=_like_device(input, device),
+                 requires_grad=requires_grad)
 
 
 def randint_like(input: Tensor, low, high=None, *, dtype=None, device=None) -> Tensor:
     if high is None:
         low, high = 0, low
-    return randint(low, high, input.shape, dtype=dtype or input.dtype, device=device)
+    return randint(low, high, input.shape, dtype=dtype or input.dtype, device=_like_device(input, device))
 
 
 def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
-    """0/1 samples with probabilities `input` (or the scalar p)."""
-    probs = input.data if p is None else np.full(input.shape, p)
-    if not ((probs >= 0) & (probs <= 1)).all():  # also catches NaN
-        raise RuntimeError(f"bernoulli(): probabilities must be in [0, 1], got values in "
-                           f"[{np.nanmin(probs)}, {np.nanmax(probs)}]" + (" and NaN" if np.isnan(probs).any() else ""))
-    return make((_gen(generator).random(input.shape) < probs).astype(input.data.dtype))
+    """0/1 samples with probabilities `input` (or the scalar p), on input's device."""
+    xp = backend.array_module(input.data)
+    with backend.on(input.device):
+        probs = input.data if p is None else xp.full(input.shape, p)
+        if not bool(((probs >= 0) & (probs <= 1)).all()):  # also catches NaN
+            h = backend.to_host(probs)
+            raise RuntimeError(f"bernoulli(): probabilities must be in [0, 1], got values in "
+                               f"[{np.nanmin(h)}, {np.nanmax(h)}]" + (" and NaN" if np.isnan(h).any() else ""))
+        r = generator_for(input.device, generator, "bernoulli").random(input.shape)
+        return make((r < probs).astype(input.data.dtype))
 
 
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:
-    """Sample category indices from the rows of a (batch of) non-negative weight vector(s)."""
-    w = np.asarray(input.data, np.float64)
+    """Sample category indices from the rows of a (batch of) non-negative weight vector(s).
+    Sampled on the host with the CPU generator (a CUDA input's result is moved back to its device)."""
+    w = backend.to_host(input.data).astype(np.float64, copy=False)
     rows = w.reshape(-1, w.shape[-1])
     if (rows < 0).any() or not np.isfinite(rows).all():
         raise RuntimeError("multinomial(): probability tensor contains either `inf`, `nan` or element < 0")
     if not replacement and num_samples > rows.shape[1]:
         raise RuntimeError(f"multinomial(): cannot sample n_sample > prob_dist.size(-1) samples without replacement "
                            f"({num_samples} > {rows.shape[1]})")
-    g = _gen(generator)
+    g = _gen(generator if generator is not None and generator.device.type == "cpu" else None)
     out = []
     for r in rows:
         s = r.sum()
         if s <= 0:
             raise RuntimeError("multinomial(): invalid multinomial distribution (sum of probabilities <= 0)")
         out.append(g.choice(len(r), num_samples, replace=replacement, p=r / s))
-    res = np.asarray(out, np.int64)
-    return make(res.reshape(w.shape[:-1] + (num_samples,)))
+    res = np.asarray(out, np.int64).reshape(w.shape[:-1] + (num_samples,))
+    return make(backend.transfer(res, input.device))
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None) -> Tensor:
+    """Normal samples with the given mean and std (numbers or tensors, broadcast), on their device."""
     m = mean.data if isinstance(mean, Tensor) else mean
     s = std.data if isinstance(std, Tensor) else std
-    shape = size if size is not None else np.broadcast_shapes(np.shape(m), np.shape(s))
+    shape = tuple(size) if size is not None else np.broadcast_shapes(np.shape(m), np.shape(s))
     d = (mean.data.dtype if isinstance(mean, Tensor) else std.data.dtype if isinstance(std, Tensor) else dt.NP_DEFAULT_FLOAT)
-    return make((_gen(generator).standard_normal(shape) * s + m).astype(d))
+    dev = mean.device if isinstance(mean, Tensor) else std.device if isinstance(std, Tensor) else (
+        generator.device if generator is not None else backend.CPU)
+    if isinstance(mean, Tensor) and isinstance(std, Tensor):
+        backend.check_same_device("normal", (m, s))
+    with backend.on(dev):
+        z = generator_for(dev, generator, "normal").standard_normal(shape)
+        return make((z * s + m).astype(d))

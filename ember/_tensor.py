@@ -52,8 +52,8 @@ class Tensor:
             arr = _to_array(args[0], dt.np_dtype(dtype) if dtype is not None else dt.NP_DEFAULT_FLOAT, "Tensor")
         else:
             arr = np.empty(_shape_arg(args, "Tensor"), dt.np_dtype(dtype) if dtype is not None else dt.NP_DEFAULT_FLOAT)
-        if device is not None and backend.device(device) != backend.CPU:
-            arr = backend.module_for(backend.device(device)).asarray(arr)
+        if device is not None:
+            arr = backend.transfer(arr, backend.resolve(device))
         _init(self, arr, False, None)
         if requires_grad:
             self.requires_grad_(True)

@@ -5,6 +5,7 @@ PyTorch is a test oracle only: `requires_torch` skips cleanly where it is not in
 from __future__ import annotations
 
 import gzip
+import os
 import struct
 
 import numpy as np
@@ -18,6 +19,16 @@ except ImportError:  # parity tests skip
     torch = None
 
 requires_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed (parity tests need it as an oracle)")
+
+# The device the parity helpers (leaf, check_grad, compare_torch) put ember's inputs on:
+# EMBER_TEST_DEVICE=cuda runs every parity test on CUDA (a real GPU, or tests/_fakecuda.py without
+# one; conftest.py installs it). Results are brought back to the host to compare.
+DEVICE = os.environ.get("EMBER_TEST_DEVICE", "cpu")
+
+
+def host(t) -> np.ndarray:
+    """A tensor's values as a NumPy array, from any device."""
+    return t.detach().cpu().numpy()
 
 
 def rand(*shape, seed: int = 0, low: float = -1.0, high: float = 1.0, dtype=np.float64) -> np.ndarray:
@@ -36,6 +47,8 @@ def noncontig(a: np.ndarray) -> np.ndarray:
 def leaf(a: np.ndarray, requires_grad: bool = True) -> ember.Tensor:
     """An ember leaf sharing nothing with `a` (keeps `a`'s strides when it is a non-contiguous view)."""
     t = ember.from_numpy(a.copy(order="K") if a.flags.c_contiguous else a)
+    if DEVICE != "cpu":
+        t = t.to(DEVICE)
     return t.requires_grad_(requires_grad) if a.dtype.kind == "f" else t
 
 
@@ -67,10 +80,12 @@ def compare_torch(ember_fn, torch_fn, *arrays, rtol: float | None = None, atol: 
     for eo, to in zip(e_outs, t_outs):
         assert tuple(eo.shape) == tuple(to.shape), (eo.shape, to.shape)
         assert str(eo.dtype).split(".")[-1] == str(to.dtype).split(".")[-1], (eo.dtype, to.dtype)
-        np.testing.assert_allclose(eo.detach().numpy(), to.detach().numpy(), rtol=rtol, atol=atol)
+        if DEVICE != "cpu" and e_in:
+            assert eo.device == e_in[0].device, f"output on {eo.device}, inputs on {e_in[0].device}"
+        np.testing.assert_allclose(host(eo), to.detach().numpy(), rtol=rtol, atol=atol)
         if eo.requires_grad and to.requires_grad:
-            c = rng.standard_normal(eo.shape).astype(eo.detach().numpy().dtype)
-            e_roots.append(eo), e_cots.append(ember.from_numpy(c))
+            c = rng.standard_normal(eo.shape).astype(host(eo).dtype)
+            e_roots.append(eo), e_cots.append(ember.from_numpy(c).to(eo.device))
             t_roots.append(to), t_cots.append(torch.from_numpy(c.copy()))
     if not e_roots:
         return
@@ -81,11 +96,12 @@ def compare_torch(ember_fn, torch_fn, *arrays, rtol: float | None = None, atol: 
             tg = t.grad
             eg = e.grad
             if tg is None:
-                assert eg is None or np.allclose(eg.numpy(), 0), f"input {i}: ember has a gradient, PyTorch none"
+                assert eg is None or np.allclose(host(eg), 0), f"input {i}: ember has a gradient, PyTorch none"
                 continue
             assert eg is not None, f"input {i}: PyTorch has a gradient, ember none"
             assert eg.shape == tuple(tg.shape)
-            np.testing.assert_allclose(eg.numpy(), tg.numpy(), rtol=rtol, atol=atol, err_msg=f"gradient of input {i}")
+            assert eg.device == e.device, f"gradient of input {i} on {eg.device}, input on {e.device}"
+            np.testing.assert_allclose(host(eg), tg.numpy(), rtol=rtol, atol=atol, err_msg=f"gradient of input {i}")
 
 
 def write_idx(path, array: np.ndarray, compress: bool = False) -> None:

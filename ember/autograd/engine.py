@@ -14,6 +14,7 @@ import numpy as np
 
 from .._tensor import TENSOR_TYPES, Slot, Tensor, bump_version, make
 from .function import FREED, Node, free_buffers
+from ..backend import array_module
 from .grad_mode import MODE
 
 
@@ -39,11 +40,14 @@ def _root_grads(outputs: list, grads, create_graph: bool, op: str) -> list:
             if t.data.size != 1:
                 raise RuntimeError(f"grad can be implicitly created only for scalar outputs; {op} got an output of shape "
                                    f"{list(t.shape)}: pass gradient=<tensor of that shape> (e.g. ones_like(output))")
-            g = make(np.ones_like(t.data))
+            g = make(array_module(t.data).ones_like(t.data))
         else:
             if not isinstance(g, Tensor):
                 from .. import ops
                 g = ops.as_tensor_like(g, t)
+            if g.data.__class__ is not t.data.__class__ and g.device != t.device:
+                raise RuntimeError(f"{op}: grad_output[{i}] is on {g.device} but output[{i}] is on {t.device}; "
+                                   f"move the gradient with .to({str(t.device)!r})")
             if g.shape != t.shape:
                 raise RuntimeError(f"{op}: Mismatch in shape: grad_output[{i}] has a shape of {list(g.shape)} and output[{i}] "
                                    f"has a shape of {list(t.shape)}")
@@ -89,7 +93,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, c
     for i, g in enumerate(result):
         if g is None:
             if materialize_grads:
-                result[i] = make(np.zeros_like(inputs[i].data))
+                result[i] = make(array_module(inputs[i].data).zeros_like(inputs[i].data))
             elif not allow_unused:
                 raise RuntimeError(f"One of the differentiated Tensors (inputs[{i}], shape {list(inputs[i].shape)}) appears to "
                                    f"not have been used in the graph. Set allow_unused=True if this is the desired behavior.")

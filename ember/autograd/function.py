@@ -349,8 +349,10 @@ class FunctionCtx(Node):
 
 
 def _zeros_meta(meta):
-    shape, dtype = meta
-    return np.zeros(shape, dtype)
+    from .. import backend
+    shape, dtype, dev = meta
+    with backend.on(dev):
+        return backend.module_for(dev).zeros(shape, dtype)
 
 
 class _FunctionMeta(type):
@@ -410,7 +412,7 @@ class Function(metaclass=_FunctionMeta):
                 continue
             if any(o is a for a in args):
                 o = o.detach()  # returned an input as is: give the output its own identity
-            meta.append((o.shape, o.data.dtype))
+            meta.append((o.shape, o.data.dtype, o.device))
             if id(o) in non_diff or o.data.dtype.kind != "f":
                 o.requires_grad = False
             else:

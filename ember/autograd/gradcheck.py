@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._tensor import Tensor, make
+from ..backend import to_host, transfer
 from .engine import grad
 from .grad_mode import enable_grad, no_grad
 
@@ -42,9 +43,9 @@ def _numerical(func, inputs, diff_idx, out_count, eps) -> list:
             orig = x[idx].item()
             with no_grad():
                 x[idx] = orig + eps
-                plus = [o.data.astype(np.float64) for o in _outputs(func, inputs)]
+                plus = [to_host(o.data).astype(np.float64) for o in _outputs(func, inputs)]
                 x[idx] = orig - eps
-                minus = [o.data.astype(np.float64) for o in _outputs(func, inputs)]
+                minus = [to_host(o.data).astype(np.float64) for o in _outputs(func, inputs)]
                 x[idx] = orig
             for k in range(out_count):
                 per_out[k][:, j] = ((plus[k] - minus[k]) / (2 * eps)).reshape(-1)
@@ -62,13 +63,13 @@ def _analytical(func, inputs, diff_idx) -> tuple[list, list]:
         for r in range(o.data.size):
             g = np.zeros(o.data.size, o.data.dtype)
             g[r] = 1
-            gs = grad([o], diff_in, [make(g.reshape(o.shape))], retain_graph=True, allow_unused=True)
+            gs = grad([o], diff_in, [make(transfer(g.reshape(o.shape), o.device))], retain_graph=True, allow_unused=True)
             for m, gi in enumerate(gs):
                 if gi is not None:
                     if gi.shape != diff_in[m].shape:
                         raise GradcheckError(f"gradient of input {diff_idx[m]} has shape {list(gi.shape)}, "
                                              f"expected {list(diff_in[m].shape)}")
-                    jacs[m][k][r, :] = gi.data.astype(np.float64).reshape(-1)
+                    jacs[m][k][r, :] = to_host(gi.data).astype(np.float64).reshape(-1)
     return jacs, outs
 
 
@@ -103,7 +104,8 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
     outs = _float_outputs(func, inputs)
     if grad_outputs is None:
         rng = np.random.default_rng(0)
-        grad_outputs = [make(rng.standard_normal(o.shape).astype(o.data.dtype)).requires_grad_() for o in outs]
+        grad_outputs = [make(transfer(rng.standard_normal(o.shape).astype(o.data.dtype), o.device)).requires_grad_()
+                        for o in outs]
     grad_outputs = list(_as_tuple(grad_outputs))
     n_in = len(inputs)
 

@@ -6,6 +6,9 @@ the rest of ember asks this module rather than testing types itself.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+
 import numpy as np
 
 
@@ -50,6 +53,10 @@ class device:
 CPU = device("cpu")
 # array type -> (device of such an array or a callable giving it, array module)
 _ARRAY_TYPES: dict = {np.ndarray: (CPU, np)}
+_NULL = contextlib.nullcontext()
+_UNSET = object()
+CUDA = _UNSET  # the CudaBackend once looked for (None when there is no usable GPU); see cuda_backend()
+_cuda_why = ""  # why there is no CUDA backend, for the error message
 
 
 def register_array_type(array_type: type, device_of, module) -> None:
@@ -58,7 +65,13 @@ def register_array_type(array_type: type, device_of, module) -> None:
 
 
 def device_of(array) -> device:
-    dev, _ = _ARRAY_TYPES[type(array)]
+    try:
+        dev, _ = _ARRAY_TYPES[type(array)]
+    except KeyError:
+        if hasattr(array, "__cuda_array_interface__") and cuda_backend() is not None:
+            dev, _ = _ARRAY_TYPES[type(array)]
+        else:
+            raise TypeError(f"ember cannot hold an array of type {type(array).__module__}.{type(array).__name__}") from None
     return dev if isinstance(dev, device) else dev(array)
 
 
@@ -72,17 +85,109 @@ def check_same_device(op: str, arrays) -> None:
 
 
 def array_module(array):
-    """The NumPy-compatible module (numpy or cupy) that owns `array`."""
-    return _ARRAY_TYPES[type(array)][1]
+    """The NumPy-compatible module (numpy or cupy) that owns `array`: ops call `xp = array_module(x)`
+    and then `xp.zeros(...)`, `xp.matmul(...)`, so one implementation serves both devices."""
+    try:
+        return _ARRAY_TYPES[type(array)][1]
+    except KeyError:
+        device_of(array)  # registers CuPy's type, or raises the clear error
+        return _ARRAY_TYPES[type(array)][1]
+
+
+def cuda_backend():
+    """The CUDA backend (CuPy with at least one GPU), imported on first use; None without one."""
+    global CUDA, _cuda_why
+    if CUDA is _UNSET:
+        CUDA = None
+        if os.environ.get("EMBER_DISABLE_CUDA", "").strip() not in ("", "0"):
+            _cuda_why = "CUDA is disabled by EMBER_DISABLE_CUDA"
+            return None
+        try:
+            import cupy
+            import cupyx
+        except ImportError as e:
+            _cuda_why = (f"CuPy is not installed ({e}); install the 'gpu' extra: pip install 'ember[gpu]' "
+                         "plus the cupy-cuda12x or cupy-cuda13x wheel matching your CUDA driver")
+            return None
+        try:
+            install_cuda(cupy, cupyx)
+        except Exception as e:  # CuPy imports without a driver or a GPU; the first CUDA call says why
+            CUDA = None
+            _cuda_why = f"CuPy {cupy.__version__} is installed but no CUDA GPU can be used ({type(e).__name__}: {e})"
+    return CUDA
+
+
+def install_cuda(cp, cpx):
+    """Make `cp` (CuPy, or a module with its interface) the CUDA array module; returns the backend.
+    Raises when it reports no device."""
+    global CUDA, _cuda_why
+    from .cuda import CudaBackend
+    old = CUDA if CUDA is not _UNSET else None
+    if old is not None:
+        _ARRAY_TYPES.pop(old.ndarray, None)
+    CUDA = CudaBackend(cp, cpx)
+    register_array_type(cp.ndarray, CUDA.device_of, cp)
+    _cuda_why = ""
+    return CUDA
+
+
+def uninstall_cuda() -> None:
+    """Forget the CUDA backend (tests); the next query looks for CuPy again."""
+    global CUDA
+    if CUDA is not _UNSET and CUDA is not None:
+        _ARRAY_TYPES.pop(CUDA.ndarray, None)
+    CUDA = _UNSET
+
+
+def require_cuda(dev: device | None = None):
+    """The CUDA backend, or one clear RuntimeError saying why there is none (and the index checked)."""
+    be = cuda_backend()
+    if be is None:
+        where = f"device {dev}" if dev is not None else "CUDA"
+        raise RuntimeError(f"{where} is not available: {_cuda_why}. ember runs on the CPU without it "
+                           "(ember.cuda.is_available() is False)")
+    if dev is not None and dev.index is not None and not 0 <= dev.index < be.count:
+        raise RuntimeError(f"CUDA error: invalid device ordinal: {dev} requested, but this machine has "
+                           f"{be.count} CUDA device(s) (cuda:0{'' if be.count == 1 else f'..cuda:{be.count - 1}'})")
+    return be
+
+
+def resolve(dev) -> device:
+    """A device with its index filled in: 'cuda' means the current CUDA device (checked to exist)."""
+    dev = dev if isinstance(dev, device) else device(dev)
+    if dev.type == "cpu":
+        return CPU
+    be = require_cuda(dev)
+    return be.devices[be.current() if dev.index is None else dev.index]
 
 
 def module_for(dev: device):
     """The array module that allocates on `dev`; a clear error for a device ember cannot use."""
     if dev.type == "cpu":
         return np
-    for dev_of, mod in _ARRAY_TYPES.values():
-        if mod is not np and getattr(mod, "_ember_device_type", None) == dev.type:
-            return mod
-    raise RuntimeError(
-        f"device {dev} is not available: this ember install has no {dev.type} backend "
-        "(install the 'gpu' extra with a CuPy build for your CUDA and run on a machine with an NVIDIA GPU)")
+    return require_cuda(dev).cp
+
+
+def on(dev: device):
+    """A context manager under which the array module allocates on `dev` (CuPy's current device)."""
+    if dev.type == "cpu":
+        return _NULL
+    return require_cuda(dev).use(dev.index)
+
+
+def transfer(array, dev: device, non_blocking: bool = False):
+    """`array` copied to `dev` (the same array when it is already there)."""
+    src = device_of(array)
+    if src == dev:
+        return array
+    if dev.type == "cpu":
+        return CUDA.download(array, non_blocking)
+    be = require_cuda(dev)
+    if src.type == "cpu":
+        return be.upload(array, dev.index, non_blocking)
+    return be.copy_between(array, dev.index)
+
+
+def to_host(array) -> np.ndarray:
+    """A NumPy array with `array`'s values: itself on the CPU, a copy from a device."""
+    return array if type(array) is np.ndarray else transfer(array, CPU)

@@ -30,10 +30,9 @@ class ToDevice(Op):
 
     saves_inputs = False
 
-    def forward(self, x, dev):
+    def forward(self, x, dev, non_blocking=False):
         self.src = backend.device_of(x)
-        xp = backend.module_for(dev)
-        return xp.asarray(x) if xp is not np else (x.get() if hasattr(x, "get") else np.asarray(x))
+        return backend.transfer(x, dev, non_blocking)
 
     def backward(self, gz):
         return to(gz, self.src)
@@ -54,16 +53,36 @@ def to(self: Tensor, *args, dtype=None, device=None, copy: bool = False, non_blo
             dtype = a
     t = self
     if device is not None:
-        dev = backend.device(device)
-        if dev.type == "cuda" and dev.index is None:
-            dev = backend.device("cuda", 0)
-        if dev != t.device and not (dev.type == t.device.type == "cpu"):
-            t = ToDevice.apply(t, dev)
+        dev = backend.resolve(device)
+        if dev != t.device:
+            t = ToDevice.apply(t, dev, non_blocking)
     if dtype is not None:
         t = U.to_dtype(t, dtype)
     if copy and t is self:
         t = clone(self)
     return t
+
+
+def pin_memory(self: Tensor, device=None) -> Tensor:
+    """A copy of this CPU tensor in page-locked host memory, from which `.to('cuda', non_blocking=True)`
+    copies asynchronously. Needs a CUDA device, as in PyTorch."""
+    if self.device.type != "cpu":
+        raise RuntimeError(f"pin_memory(): cannot pin '{self.device}' memory: only dense CPU tensors can be pinned")
+    be = backend.require_cuda()
+    if be.is_pinned(self.data):
+        return self
+    out = be.pinned_empty(self.data.shape, self.data.dtype)
+    out[...] = self.data
+    t = make(out)
+    t.requires_grad = False
+    return t
+
+
+def is_pinned(self: Tensor, device=None) -> bool:
+    """True when this CPU tensor lives in page-locked host memory (False without CUDA)."""
+    if self.device.type != "cpu" or backend.cuda_backend() is None:
+        return False
+    return backend.CUDA.is_pinned(self.data)
 
 
 def type_(self: Tensor, dtype=None, non_blocking: bool = False):
@@ -127,8 +146,11 @@ def _bind() -> None:
     T.char = lambda self, memory_format=None: U.to_dtype(self, dt.int8)
     T.bool = lambda self, memory_format=None: U.to_dtype(self, dt.bool)
     T.cpu = lambda self, memory_format=None: to(self, "cpu")
-    T.cuda = lambda self, device=None, non_blocking=False, memory_format=None: to(self, "cuda" if device is None else
-                                                                                  device if not isinstance(device, int) else f"cuda:{device}")
+    T.cuda = lambda self, device=None, non_blocking=False, memory_format=None: to(
+        self, "cuda" if device is None else device if not isinstance(device, int) else f"cuda:{device}",
+        non_blocking=non_blocking)
+    T.pin_memory = pin_memory
+    T.is_pinned = is_pinned
     T.type_as = lambda self, other: to(self, other.dtype)
 
     def _new(fn):

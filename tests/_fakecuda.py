@@ -1,0 +1,631 @@
+"""A CPU stand-in for CuPy, strict where CuPy is strict, so that ember's CUDA path runs in CI.
+
+No GPU is needed: arrays are NumPy arrays behind a wrapper type that is *not* a `numpy.ndarray`.
+What it checks, as CuPy would fail on a real GPU:
+
+- the module exposes only names that CuPy 14 has (`tests/data/cupy_api.json`, read off the real
+  wheel), so code calling a NumPy function CuPy lacks fails here too;
+- `numpy.asarray(device_array)` raises CuPy's TypeError (no implicit device-to-host copy);
+- a NumPy array meeting a device array in a ufunc, an indexing key or an assigned value raises
+  TypeError (CuPy accepts only its own arrays, NumPy *scalars* and Python numbers there);
+- reductions and full indexing return 0-d device arrays, not NumPy scalars, as CuPy does;
+- `numpy.<function>(device_array)` raises: ember calls functions through the array module
+  (`xp = array_module(x)`), never by NEP-18 dispatch (CuPy would accept it for the functions it has,
+  but the rule keeps one implementation honest for both modules);
+- arrays remember a device index (two fake GPUs) and one op never mixes devices;
+- `flags` has no `writeable`, there is no `ctypes`, `.get()` copies to the host.
+
+Raw CUDA kernels (`ElementwiseKernel`) cannot run here: `ember.backend.kernels` runs its NumPy
+reference instead when the module says `_ember_fake`.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import threading
+import types
+import weakref
+
+import numpy as np
+
+_API = json.load(open(os.path.join(os.path.dirname(__file__), "data", "cupy_api.json")))
+CUPY_NAMES = frozenset(_API["cupy"])
+NDARRAY_NAMES = frozenset(_API["cupy.ndarray"])
+UFUNC_METHODS = frozenset(_API["ufunc_methods"])
+DEVICE_COUNT = 2
+_ND = np.ndarray
+_SCALARS = (int, float, complex, bool, np.generic)
+
+
+class CUDARuntimeError(RuntimeError):
+    pass
+
+
+# ---------------------------------------------------------------------------- devices
+_tls = threading.local()
+
+
+def _current() -> int:
+    return getattr(_tls, "dev", 0)
+
+
+class Device:
+    """cupy.cuda.Device: a context manager making a device current."""
+
+    def __init__(self, device=None) -> None:
+        if device is None:
+            device = _current()
+        if isinstance(device, Device):
+            device = device.id
+        device = int(device)
+        if not 0 <= device < DEVICE_COUNT:
+            raise CUDARuntimeError("cudaErrorInvalidDevice: invalid device ordinal")
+        self.id = device
+        self._prev: list[int] = []
+
+    def __enter__(self) -> "Device":
+        self._prev.append(_current())
+        _tls.dev = self.id
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _tls.dev = self._prev.pop()
+
+    def use(self) -> None:
+        _tls.dev = self.id
+
+    def synchronize(self) -> None:
+        pass
+
+    @property
+    def compute_capability(self) -> str:
+        return "90"
+
+    def __int__(self) -> int:
+        return self.id
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Device) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __repr__(self) -> str:
+        return f"<CUDA Device {self.id}>"
+
+
+# ---------------------------------------------------------------------------- memory accounting
+class MemoryPool:
+    def __init__(self) -> None:
+        self.used = 0
+        self.total = 0
+
+    def used_bytes(self) -> int:
+        return self.used
+
+    def total_bytes(self) -> int:
+        return self.total
+
+    def free_bytes(self) -> int:
+        return self.total - self.used
+
+    def free_all_blocks(self, stream=None) -> None:
+        self.total = self.used
+
+
+_POOL = MemoryPool()
+
+
+def _freed(n: int) -> None:
+    _POOL.used -= n
+
+
+class _Flags:
+    __slots__ = ("c_contiguous", "f_contiguous", "owndata")
+
+    def __init__(self, a: _ND) -> None:
+        self.c_contiguous = a.flags.c_contiguous
+        self.f_contiguous = a.flags.f_contiguous
+        self.owndata = a.flags.owndata
+
+
+class _Pointer:
+    __slots__ = ("ptr", "device_id")
+
+    def __init__(self, a: _ND, dev: int) -> None:
+        self.ptr = a.__array_interface__["data"][0]
+        self.device_id = dev
+
+
+# ---------------------------------------------------------------------------- the array
+def _to_host_error():
+    return TypeError("Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a "
+                     "NumPy array explicitly.")
+
+
+def _reject(x, where: str):
+    raise TypeError(f"fake CUDA: a numpy.ndarray (shape {x.shape}) met a CUDA array in {where}; "
+                    "CuPy accepts only CuPy arrays, NumPy scalars and Python numbers here")
+
+
+def _unwrap(x, where: str, devs: list):
+    t = type(x)
+    if t is ndarray:
+        devs.append(x._dev)
+        return x._a
+    if t is _ND:
+        _reject(x, where)
+    if t is list or t is tuple:
+        return t(_unwrap(i, where, devs) for i in x)
+    return x
+
+
+def _one_device(devs: list, where: str) -> int:
+    if not devs:
+        return _current()
+    d = devs[0]
+    for e in devs:
+        if e != d:
+            raise ValueError(f"fake CUDA: {where} mixes arrays on devices {d} and {e}")
+    return d
+
+
+def _wrap(r, dev: int):
+    t = type(r)
+    if t is _ND:
+        return ndarray._new(r, dev)
+    if isinstance(r, np.generic):  # CuPy returns 0-d arrays where NumPy returns scalars
+        return ndarray._new(np.asarray(r), dev)
+    if t is tuple or t is list:
+        return t(_wrap(i, dev) for i in r)
+    return r
+
+
+class ndarray:
+    """A device array: a NumPy array that only CuPy's interface can reach."""
+
+    __slots__ = ("_a", "_dev", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, shape, dtype=float, memptr=None, strides=None, order="C") -> None:
+        self._a = np.empty(shape, dtype, order=order)
+        self._dev = _current()
+        _account(self)
+
+    @classmethod
+    def _new(cls, a: _ND, dev: int) -> "ndarray":
+        o = object.__new__(cls)
+        o._a = a
+        o._dev = dev
+        if a.base is None:
+            _account(o)
+        return o
+
+    # metadata
+    shape = property(lambda s: s._a.shape)
+    dtype = property(lambda s: s._a.dtype)
+    ndim = property(lambda s: s._a.ndim)
+    size = property(lambda s: s._a.size)
+    strides = property(lambda s: s._a.strides)
+    nbytes = property(lambda s: s._a.nbytes)
+    itemsize = property(lambda s: s._a.itemsize)
+    flags = property(lambda s: _Flags(s._a))
+    device = property(lambda s: Device(s._dev))
+    data = property(lambda s: _Pointer(s._a, s._dev))
+    T = property(lambda s: ndarray._new(s._a.T, s._dev))
+    mT = property(lambda s: ndarray._new(s._a.mT, s._dev))
+    real = property(lambda s: ndarray._new(np.asarray(s._a.real), s._dev))
+    imag = property(lambda s: ndarray._new(np.asarray(s._a.imag), s._dev))
+
+    @property
+    def base(self):
+        b = self._a.base
+        return None if b is None else ndarray._new(b if type(b) is _ND else np.asarray(b), self._dev)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        a = self._a
+        return {"shape": a.shape, "typestr": a.dtype.str, "data": (a.__array_interface__["data"][0], False),
+                "strides": None if a.flags.c_contiguous else a.strides, "version": 3}
+
+    # host transfer
+    def get(self, stream=None, order="C", out=None, blocking=True) -> _ND:
+        if out is not None:
+            out[...] = self._a
+            return out
+        return np.array(self._a, order=order, copy=True)
+
+    def set(self, arr, stream=None) -> None:
+        if type(arr) is not _ND:
+            raise TypeError(f"Only numpy.ndarray can be set to cupy.ndarray, got {type(arr)}")
+        if arr.shape != self._a.shape or arr.dtype != self._a.dtype:
+            raise ValueError("Shape or dtype mismatch in set()")
+        self._a[...] = arr
+
+    def __array__(self, dtype=None, copy=None):
+        raise _to_host_error()
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        name = ufunc.__name__
+        if name not in CUPY_NAMES or method not in ("__call__",) + tuple(UFUNC_METHODS):
+            raise TypeError(f"fake CUDA: CuPy has no ufunc {name}.{method}")
+        devs: list = []
+        args = _unwrap(inputs, f"numpy.{name}", devs)
+        out = kwargs.get("out")
+        if out is not None:
+            kwargs["out"] = _unwrap(out, f"numpy.{name}(out=)", devs)
+        dev = _one_device(devs, f"numpy.{name}")
+        r = getattr(ufunc, method)(*args, **kwargs)
+        if out is not None:
+            return out[0] if isinstance(out, tuple) and len(out) == 1 else out
+        return _wrap(r, dev)
+
+    _PASS = frozenset({"result_type", "can_cast", "shape", "ndim", "size", "may_share_memory", "shares_memory",
+                       "iscomplexobj", "isrealobj"})
+
+    def __array_function__(self, func, types_, args, kwargs):
+        if func.__name__ in self._PASS:  # dtype and shape queries: harmless on either module
+            devs: list = []
+            return func(*_unwrap(args, func.__name__, devs), **kwargs)
+        raise TypeError(f"fake CUDA: numpy.{func.__name__} called on a CUDA array; ember calls functions through "
+                        f"the array module (xp = ember.backend.array_module(x); xp.{func.__name__}(...))")
+
+    def __getattr__(self, name):
+        if name not in NDARRAY_NAMES or name.startswith("_"):
+            raise AttributeError(f"'cupy.ndarray' object has no attribute '{name}'")
+        meth = getattr(self._a, name)
+        dev = self._dev
+
+        def call(*args, **kwargs):
+            devs: list = [dev]
+            r = meth(*_unwrap(args, f"ndarray.{name}", devs), **_unwrap_kw(kwargs, name, devs))
+            _one_device(devs, f"ndarray.{name}")
+            if name in ("item", "tolist", "tobytes"):
+                return r
+            return None if r is None else _wrap(r, dev)
+        return call
+
+    # indexing
+    def __getitem__(self, key):
+        devs: list = [self._dev]
+        k = _unwrap(key, "an index", devs)
+        dev = _one_device(devs, "indexing")
+        return _wrap(self._a[k], dev)
+
+    def __setitem__(self, key, value) -> None:
+        devs: list = [self._dev]
+        k = _unwrap(key, "an index", devs)
+        v = _unwrap(value, "an assigned value", devs)
+        _one_device(devs, "index assignment")
+        self._a[k] = v
+
+    # Python protocol
+    def __len__(self) -> int:
+        return len(self._a)
+
+    def __iter__(self):
+        if self._a.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(len(self._a)))
+
+    def __bool__(self) -> bool:
+        return bool(self._a)
+
+    def __float__(self) -> float:
+        return float(self._a)
+
+    def __int__(self) -> int:
+        return int(self._a)
+
+    def __complex__(self) -> complex:
+        return complex(self._a)
+
+    def __repr__(self) -> str:
+        return repr(self._a)
+
+    def __str__(self) -> str:
+        return str(self._a)
+
+    __hash__ = None
+
+    def __copy__(self):
+        return ndarray._new(self._a.copy(), self._dev)
+
+    def __deepcopy__(self, memo):
+        return ndarray._new(self._a.copy(), self._dev)
+
+    def __reduce__(self):
+        return (_rebuild, (self._a.copy(), self._dev))
+
+    def __dlpack__(self, *a, **k):
+        raise TypeError("fake CUDA: DLPack export is not emulated")
+
+
+def _rebuild(a, dev):
+    return ndarray._new(a, dev)
+
+
+def _unwrap_kw(kwargs: dict, name: str, devs: list) -> dict:
+    return {k: _unwrap(v, f"{name}({k}=)", devs) for k, v in kwargs.items()} if kwargs else kwargs
+
+
+def _account(o: ndarray) -> None:
+    n = o._a.nbytes
+    _POOL.used += n
+    _POOL.total = max(_POOL.total, _POOL.used)
+    weakref.finalize(o, _freed, n)
+
+
+def _binop(uf, reflected=False, inplace=False):
+    if inplace:
+        def f(self, other):
+            uf(self, other, out=(self,))
+            return self
+    elif reflected:
+        def f(self, other):
+            return uf(other, self)
+    else:
+        def f(self, other):
+            return uf(self, other)
+    return f
+
+
+for _n, _uf in [("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("truediv", np.true_divide),
+                ("floordiv", np.floor_divide), ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul),
+                ("and", np.bitwise_and), ("or", np.bitwise_or), ("xor", np.bitwise_xor),
+                ("lshift", np.left_shift), ("rshift", np.right_shift)]:
+    setattr(ndarray, f"__{_n}__", _binop(_uf))
+    setattr(ndarray, f"__r{_n}__", _binop(_uf, reflected=True))
+    if _n != "matmul":
+        setattr(ndarray, f"__i{_n}__", _binop(_uf, inplace=True))
+for _n, _uf in [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
+                ("gt", np.greater), ("ge", np.greater_equal)]:
+    setattr(ndarray, f"__{_n}__", _binop(_uf))
+ndarray.__neg__ = lambda s: np.negative(s)
+ndarray.__pos__ = lambda s: np.positive(s)
+ndarray.__abs__ = lambda s: np.absolute(s)
+ndarray.__invert__ = lambda s: np.invert(s)
+ndarray.__divmod__ = lambda s, o: np.divmod(s, o)
+
+
+# ---------------------------------------------------------------------------- the module
+_HOST_OK = frozenset({"asarray", "array", "asanyarray", "ascontiguousarray", "asfortranarray"})
+
+
+def _function(name: str, fn):
+    host_ok = name in _HOST_OK
+
+    def call(*args, **kwargs):
+        devs: list = []
+        if host_ok and args and type(args[0]) is _ND:  # an explicit upload
+            a = _unwrap(args[1:], name, devs)
+            r = fn(args[0], *a, **_unwrap_kw(kwargs, name, devs))
+            if r is args[0]:
+                r = r.copy()
+            return _wrap(r, _current())
+        a = _unwrap(args, f"cupy.{name}", devs)
+        kw = _unwrap_kw(kwargs, name, devs)
+        dev = _current() if host_ok or not devs else _one_device(devs, f"cupy.{name}")
+        r = fn(*a, **kw)
+        if host_ok and len(args) == 1 and not kwargs and type(args[0]) is ndarray and args[0]._dev == dev:
+            return args[0]  # asarray of a device array on the current device: the same array
+        return _wrap(r, dev)
+    call.__name__ = name
+    return call
+
+
+class _Ufunc:
+    """cupy.ufunc: callable, with the methods CuPy has (reduce, accumulate, at, ...)."""
+
+    def __init__(self, uf) -> None:
+        self._uf = uf
+        self.__name__ = uf.__name__
+        self.nin, self.nout = uf.nin, uf.nout
+
+    def __call__(self, *args, **kwargs):
+        return self._dispatch("__call__", args, kwargs)
+
+    def _dispatch(self, method, args, kwargs):
+        if not any(type(a) is ndarray for a in args) and "out" not in kwargs:
+            devs: list = []
+            return _wrap(getattr(self._uf, method)(*_unwrap(args, self.__name__, devs), **kwargs), _current())
+        return ndarray.__array_ufunc__(next(a for a in args if type(a) is ndarray) if any(type(a) is ndarray for a in args)
+                                       else _first(kwargs["out"]), self._uf, method, *args, **kwargs)
+
+    def __getattr__(self, method):
+        if method not in UFUNC_METHODS:
+            raise AttributeError(method)
+        return lambda *a, **k: self._dispatch(method, a, k)
+
+
+def _first(out):
+    return out[0] if isinstance(out, tuple) else out
+
+
+class RandomState:
+    """cupy.random.RandomState (a NumPy PCG64 stream underneath; the values differ from cuRAND's)."""
+
+    def __init__(self, seed=None) -> None:
+        self._dev = _current()
+        self.seed(seed)
+
+    def seed(self, seed=None) -> None:
+        self._g = np.random.Generator(np.random.PCG64(seed))
+
+    def _out(self, a, dtype=None):
+        a = np.asarray(a)
+        if dtype is not None:
+            a = a.astype(dtype, copy=False)
+        return ndarray._new(np.ascontiguousarray(a), self._dev)
+
+    def random_sample(self, size=None, dtype=float):
+        d = np.dtype(dtype)
+        return self._out(self._g.random(size, dtype=d if d in (np.float32, np.float64) else np.float64), d)
+
+    def uniform(self, low=0.0, high=1.0, size=None, dtype=float):
+        return self._out(self._g.uniform(low, high, size), dtype)
+
+    def standard_normal(self, size=None, dtype=float):
+        d = np.dtype(dtype)
+        return self._out(self._g.standard_normal(size, dtype=d if d in (np.float32, np.float64) else np.float64), d)
+
+    def normal(self, loc=0.0, scale=1.0, size=None, dtype=float):
+        return self._out(self._g.normal(loc, scale, size), dtype)
+
+    def randint(self, low, high=None, size=None, dtype=int):
+        if high is None:
+            low, high = 0, low
+        return self._out(self._g.integers(low, high, size), dtype)
+
+    def permutation(self, num):
+        return self._out(self._g.permutation(num))
+
+    def rand(self, *size, dtype=float):
+        return self.random_sample(size, dtype)
+
+    def randn(self, *size, dtype=float):
+        return self.standard_normal(size, dtype)
+
+
+def _namespace(name: str, members: dict) -> types.ModuleType:
+    m = types.ModuleType(name)
+    m.__dict__.update(members)
+    return m
+
+
+def _build():
+    cp = types.ModuleType("fakecupy")
+    for name in CUPY_NAMES:
+        obj = getattr(np, name, None)
+        if obj is None:
+            continue
+        if isinstance(obj, np.ufunc):
+            setattr(cp, name, _Ufunc(obj))
+        elif callable(obj) and not isinstance(obj, type):
+            setattr(cp, name, _function(name, obj))
+        else:
+            setattr(cp, name, obj)  # dtypes, constants (pi, inf, newaxis), exception types
+    cp.ndarray = ndarray
+    cp.__version__ = "14.2.0+fake"
+    cp._ember_fake = True
+    cp.get_array_module = lambda *a: cp if any(type(x) is ndarray for x in a) else np
+    cp.asnumpy = lambda a, stream=None, order="C", out=None, blocking=True: (
+        a.get(order=order, out=out) if type(a) is ndarray else np.asarray(a))
+    cp.get_default_memory_pool = lambda: _POOL
+    cp.get_default_pinned_memory_pool = lambda: MemoryPool()
+    cp.fuse = lambda *a, **k: (a[0] if a and callable(a[0]) else (lambda f: f))
+
+    def _no_kernels(*a, **k):
+        raise NotImplementedError("fake CUDA cannot compile CUDA C kernels (ember uses its NumPy reference here)")
+    cp.ElementwiseKernel = cp.RawKernel = cp.ReductionKernel = _no_kernels
+    cp.random = _namespace("fakecupy.random", {"RandomState": RandomState})
+    cp.linalg = _namespace("fakecupy.linalg", {n: _function(n, getattr(np.linalg, n))
+                                               for n in _API["cupy.linalg"] if hasattr(np.linalg, n)})
+    st = np.lib.stride_tricks
+    cp.lib = _namespace("fakecupy.lib", {"stride_tricks": _namespace("fakecupy.lib.stride_tricks", {
+        "as_strided": _function("as_strided", st.as_strided),
+        "sliding_window_view": _function("sliding_window_view", st.sliding_window_view)})})
+
+    class Stream:
+        null = None
+
+        def __init__(self, non_blocking=False):
+            self.ptr = 0
+
+        def synchronize(self):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *e):
+            pass
+
+        def use(self):
+            return self
+
+    class Event:
+        def __init__(self, block=False, disable_timing=False, interprocess=False):
+            self._t = None
+
+        def record(self, stream=None):
+            import time
+            self._t = time.perf_counter()
+
+        def synchronize(self):
+            pass
+
+    def _props(i):
+        Device(i)  # validates
+        return {"name": b"Fake CUDA device (ember tests)", "totalGlobalMem": 16 << 30, "major": 9, "minor": 0,
+                "multiProcessorCount": 132}
+
+    def _device_count():
+        if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
+            raise CUDARuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")
+        return DEVICE_COUNT
+
+    runtime = _namespace("fakecupy.cuda.runtime", {
+        "CUDARuntimeError": CUDARuntimeError, "getDeviceCount": _device_count,
+        "deviceSynchronize": lambda: None, "getDeviceProperties": _props, "getDevice": _current,
+        "memGetInfo": lambda: ((16 << 30) - _POOL.used, 16 << 30), "runtimeGetVersion": lambda: 12080,
+        "driverGetVersion": lambda: 12080})
+    Stream.null = Stream()
+    cp.cuda = _namespace("fakecupy.cuda", {
+        "Device": Device, "runtime": runtime, "Stream": Stream, "Event": Event,
+        "get_current_stream": lambda: Stream.null, "is_available": lambda: True,
+        "get_elapsed_time": lambda a, b: (b._t - a._t) * 1e3, "MemoryPool": MemoryPool})
+
+    pinned: "weakref.WeakSet" = weakref.WeakSet()
+
+    def empty_pinned(shape, dtype=float, order="C"):
+        buf = _PinnedBuffer(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)
+        pinned.add(buf)
+        return np.frombuffer(buf, dtype=dtype, count=int(np.prod(shape, dtype=np.int64))).reshape(shape, order=order)
+
+    def zeros_pinned(shape, dtype=float, order="C"):
+        a = empty_pinned(shape, dtype, order)
+        a[...] = 0
+        return a
+
+    def is_pinned(a: _ND) -> bool:
+        while isinstance(a, _ND):
+            a = a.base
+        return isinstance(a, _PinnedBuffer)
+
+    special = _namespace("fakecupyx.scipy.special", {"erf": _function("erf", _np_erf)})
+    cpx = _namespace("fakecupyx", {"empty_pinned": empty_pinned, "zeros_pinned": zeros_pinned,
+                                   "scipy": _namespace("fakecupyx.scipy", {"special": special}),
+                                   "_is_pinned": is_pinned, "_ember_fake": True})
+    return cp, cpx
+
+
+class _PinnedBuffer(bytearray):
+    """Host memory handed out by the fake `cupyx.empty_pinned` (a bytearray that can be recognised)."""
+
+    __slots__ = ("__weakref__",)
+
+
+def _np_erf(x):
+    try:
+        from scipy.special import erf
+        return erf(x)
+    except ImportError:
+        return np.vectorize(math.erf, otypes=[np.result_type(x, np.float32)])(x)
+
+
+cupy, cupyx = _build()
+
+
+def install():
+    """Make the fake the CUDA backend of this process (for tests); returns ember's CUDA backend."""
+    from ember.backend import install_cuda
+    return install_cuda(cupy, cupyx)
+
+
+@contextlib.contextmanager
+def current_device(i: int):
+    with Device(i):
+        yield
