@@ -107,3 +107,18 @@ def train_step(model, opt, loss_fn, x, y) -> Callable[[], object]:
         opt.step()
         return loss.detach()
     return step
+
+
+def synced(step: Callable[[], object], device: str, lib) -> Callable[[], object]:
+    """`step` followed by waiting for `device` with `lib.cuda.synchronize` (lib: ember or torch), so that a
+    timing counts the work a GPU queued, not only its launch; `step` itself on the CPU."""
+    if device == "cpu":
+        return step
+    sync = lib.cuda.synchronize
+
+    def run():
+        out = step()
+        sync()
+        return out
+    return run
+

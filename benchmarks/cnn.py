@@ -23,7 +23,7 @@ import ember.nn as enn
 import ember.nn.functional as F
 from ember.cli.models import build_model
 
-from ._harness import IMPLS, import_torch, in_order, train_step
+from ._harness import IMPLS, import_torch, in_order, synced, train_step
 
 __all__ = ["NumpyCNN", "train_cases", "infer_cases", "ember_model", "torch_model", "LR", "IN_SHAPE", "N_CLASSES"]
 
@@ -294,21 +294,26 @@ def torch_model(torch, model: enn.Module):
 
 
 # ---------------------------------------------------------------------- cases
-def train_cases(batch: int = 128, impls: Iterable[str] = IMPLS, seed: int = 0) -> dict[str, Callable[[], object]]:
+def train_cases(batch: int = 128, impls: Iterable[str] = IMPLS, seed: int = 0,
+                device: str = "cpu") -> dict[str, Callable[[], object]]:
     """{implementation: one SGD training step (zero grads, forward, loss, backward, update)} for each
-    of `impls` (PyTorch where installed) on fixed random data, all from ember's initial weights."""
+    of `impls` (PyTorch where installed) on fixed random data, all from ember's initial weights. On a CUDA
+    `device` ember and PyTorch run there (steps end with a synchronize) and the NumPy step is left out."""
     x_np, y_np = _data(batch, seed)
     model = ember_model(seed)
     out: dict[str, Callable[[], object]] = {}
     torch = import_torch(impls)
     if torch is not None:  # built before ember trains, from the same initial weights
-        tm = torch_model(torch, model)
-        out["pytorch"] = train_step(tm, torch.optim.SGD(tm.parameters(), lr=LR), torch.nn.functional.cross_entropy,
-                                    torch.from_numpy(x_np), torch.from_numpy(y_np))
+        tm = torch_model(torch, model).to(device)
+        out["pytorch"] = synced(train_step(tm, torch.optim.SGD(tm.parameters(), lr=LR),
+                                           torch.nn.functional.cross_entropy, torch.from_numpy(x_np).to(device),
+                                           torch.from_numpy(y_np).to(device)), device, torch)
     if "ember" in impls:
-        out["ember"] = train_step(model, ember.optim.SGD(model.parameters(), lr=LR), F.cross_entropy,
-                                  ember.from_numpy(x_np), ember.from_numpy(y_np))
-    if "numpy" in impls:
+        model.to(device)
+        out["ember"] = synced(train_step(model, ember.optim.SGD(model.parameters(), lr=LR), F.cross_entropy,
+                                         ember.from_numpy(x_np).to(device), ember.from_numpy(y_np).to(device)),
+                              device, ember)
+    if "numpy" in impls and device == "cpu":
         ref = NumpyCNN.from_ember(model)
         out["numpy"] = lambda: ref.step(x_np, y_np)
     return in_order(out)

@@ -18,7 +18,7 @@ import numpy as np
 import ember
 import ember.nn as enn
 
-from ._harness import IMPLS, import_torch, in_order, train_step
+from ._harness import IMPLS, import_torch, in_order, synced, train_step
 
 BATCH, D_IN, D_HID, D_BOT, N_CLASSES, N_BLOCKS = 128, 784, 100, 50, 10, 3
 P_DROP, LR, EPS_LN = 0.1, 1e-3, 1e-5
@@ -179,9 +179,10 @@ def torch_model(torch, ember_model_: enn.Module):
     return model
 
 
-def cases(batch: int = BATCH, impls=IMPLS, seed: int = 0) -> dict[str, Callable[[], object]]:
+def cases(batch: int = BATCH, impls=IMPLS, seed: int = 0, device: str = "cpu") -> dict[str, Callable[[], object]]:
     """{implementation: one training step} for each of `impls` (PyTorch where installed) on fixed random data,
-    every implementation from ember's initial weights."""
+    every implementation from ember's initial weights. On a CUDA `device` ember and PyTorch run there (steps
+    end with a synchronize) and the NumPy step is left out."""
     rng = np.random.default_rng(seed)
     x_np = rng.standard_normal((batch, D_IN)).astype(np.float32)
     y_np = rng.integers(0, N_CLASSES, batch)
@@ -190,13 +191,16 @@ def cases(batch: int = BATCH, impls=IMPLS, seed: int = 0) -> dict[str, Callable[
     out: dict[str, Callable[[], object]] = {}
     torch = import_torch(impls)
     if torch is not None:  # built before ember trains, from the same initial weights
-        tm = torch_model(torch, model)
-        out["pytorch"] = train_step(tm, torch.optim.Adam(tm.parameters(), lr=LR), torch.nn.functional.cross_entropy,
-                                    torch.from_numpy(x_np), torch.from_numpy(y_np))
+        tm = torch_model(torch, model).to(device)
+        out["pytorch"] = synced(train_step(tm, torch.optim.Adam(tm.parameters(), lr=LR),
+                                           torch.nn.functional.cross_entropy, torch.from_numpy(x_np).to(device),
+                                           torch.from_numpy(y_np).to(device)), device, torch)
     if "ember" in impls:
-        out["ember"] = train_step(model, ember.optim.Adam(model.parameters(), lr=LR), enn.functional.cross_entropy,
-                                  ember.from_numpy(x_np), ember.from_numpy(y_np))
-    if "numpy" in impls:
+        model.to(device)
+        out["ember"] = synced(train_step(model, ember.optim.Adam(model.parameters(), lr=LR),
+                                         enn.functional.cross_entropy, ember.from_numpy(x_np).to(device),
+                                         ember.from_numpy(y_np).to(device)), device, ember)
+    if "numpy" in impls and device == "cpu":
         ref = NumpyResMLP.from_ember(model, seed=seed)
         out["numpy"] = lambda: ref.step(x_np, y_np)
     return in_order(out)

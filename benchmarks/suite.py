@@ -11,6 +11,9 @@ judged against the targets of docs/performance.md, the scaling tables, overhead 
 
     python -m ember bench [--threads 2,1] [--only w1,w2,w3,w3i,lstm,transformer] [--repeats 7] [--no-torch]
                           [--no-scaling] [--no-memory] [--no-overhead] [--quick] [--output FILE] [--json FILE]
+
+`--device cuda` instead times W1-W3 training at batch 128 and 1024 on the GPU, ember against PyTorch
+on CUDA (`device_main`); without a usable GPU it is one error line and exit status 2.
 """
 from __future__ import annotations
 
@@ -255,6 +258,9 @@ def parser() -> argparse.ArgumentParser:
                     help="a smoke run in seconds: 2 repeats of short samples, small scaling tables, 5 memory steps")
     ap.add_argument("--output", metavar="FILE", help="also write the markdown report to FILE")
     ap.add_argument("--json", metavar="FILE", help="also write every measurement as JSON to FILE")
+    ap.add_argument("--device", default="cpu",
+                    help="cpu (default: the suite above) or cuda[:N]: W1, W2, W3 training at batch 128 and 1024 on "
+                         "that GPU, ember against PyTorch on CUDA")
     ap.add_argument("--worker", type=int, metavar="THREADS", help=argparse.SUPPRESS)
     ap.add_argument("--worker-args", help=argparse.SUPPRESS)
     return ap
@@ -269,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.repeats < 1:
         ap.error("--repeats must be at least 1")
+    if a.device != "cpu":
+        return device_main(a, argv)
     if any(t < 1 for t in a.threads):
         ap.error("--threads must be positive")
     t0 = time.perf_counter()
@@ -313,6 +321,83 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
+    return 0
+
+
+# ---------------------------------------------------------------------- on a GPU
+DEVICE_WORKLOADS = ("w1", "w2", "w3")
+DEVICE_BATCHES = (128, 1024)
+
+
+def device_cases(key: str, batch: int, impls, device: str) -> dict:
+    if key == "w1":
+        from .mlp import cases
+        return cases(batch, impls=impls, device=device)
+    if key == "w2":
+        from .resmlp import cases
+        return cases(batch, impls=impls, device=device)
+    from .cnn import train_cases
+    return train_cases(batch, impls=impls, device=device)
+
+
+def device_main(a: argparse.Namespace, argv: list[str] | None) -> int:
+    """`--device cuda`: W1-W3 training steps at batch 128 and 1024 on the GPU, ember against PyTorch's CUDA
+    (each step ends with a synchronize, so the GPU's work is timed), in this process; a markdown table."""
+    import ember
+    try:
+        dev = ember.backend.resolve(a.device)
+    except (TypeError, ValueError, RuntimeError) as e:
+        print(f"python -m ember bench: error: --device {a.device}: {e}", file=sys.stderr)
+        return 2
+    if dev.type != "cuda":
+        print(f"python -m ember bench: error: --device {a.device}: expected cpu or cuda[:N]", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    ember.cuda.set_device(dev.index)
+    note = None
+    impls: tuple = ("ember",)
+    if not a.no_torch:
+        from ._harness import import_torch
+        torch = import_torch(("pytorch",))
+        if torch is None:
+            note = "PyTorch is not installed: ember alone"
+        elif not torch.cuda.is_available():
+            note = f"PyTorch {torch.__version__} has no CUDA here (torch.cuda.is_available() is False): ember alone"
+        else:
+            impls = ("ember", "pytorch")
+    repeats, sample_s = (2, 0.005) if a.quick else (a.repeats, 0.1)
+    batches = DEVICE_BATCHES
+    keys = [k for k in a.only if k in DEVICE_WORKLOADS]
+    from ._harness import measure
+    rows = {}
+    for key in keys:
+        for batch in batches:
+            print(f"[bench] {key} batch {batch} on {dev}...", file=sys.stderr, flush=True)
+            rows[f"{key}/{batch}"] = measure(device_cases(key, batch, impls, str(dev)), batch, repeats, sample_s)
+    name = ember.cuda.get_device_name(dev.index)
+    lines = [f"ember benchmark suite on {dev} ({name}), {datetime.date.today().isoformat()}; {repeats} interleaved "
+             f"repeats, each step synchronized; samples/s (median, min–max).", ""]
+    if note:
+        lines += [f"Note: {note}.", ""]
+    lines += ["| workload | batch | ember | PyTorch | ember/PyTorch |", "|---|---:|---:|---:|---:|"]
+    for key in keys:
+        for batch in batches:
+            r = rows[f"{key}/{batch}"]
+            cells = [f"{_fmt(r[k]['per_s'])} ({_fmt(r[k]['min'])}–{_fmt(r[k]['max'])})" if k in r else "–"
+                     for k in ("ember", "pytorch")]
+            ratio = r.get("ratios", {}).get("pytorch")
+            lines.append(f"| {WORKLOADS[key][0].split(':')[0]} | {batch} | {' | '.join(cells)} | "
+                         f"{f'{ratio:.2f}×' if ratio is not None else '–'} |")
+    lines += ["", f"Run took {time.perf_counter() - t0:.0f} s: "
+                  f"`{' '.join(['python -m ember bench', *(sys.argv[1:] if argv is None else argv)])}`."]
+    report = "\n".join(lines)
+    print(report)
+    if a.output:
+        with open(a.output, "w") as f:
+            f.write(report + "\n")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"device": str(dev), "name": name, "note": note, "rows": rows}, f, indent=1)
     return 0
 
 

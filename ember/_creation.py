@@ -302,6 +302,7 @@ default_generator = Generator()
 
 _cuda_gens: list = []
 _cuda_seed = [0x5EED]
+backend.RESET_HOOKS.append(_cuda_gens.clear)  # a new (or no) CUDA backend: generators are made again
 
 
 def cuda_generators() -> list:

@@ -6,6 +6,7 @@ onto `Tensor` there, so that one file holds each op's forward and backward.
 """
 from __future__ import annotations
 
+import contextlib
 import weakref
 
 import numpy as np
@@ -15,6 +16,7 @@ from . import backend
 
 _new = object.__new__
 _ndarray = np.ndarray
+_NULL_CTX = contextlib.nullcontext()
 
 
 class Size(tuple):
@@ -365,6 +367,21 @@ def _register_view(v: Tensor, b: Tensor) -> None:
     elif len(e) > 64 and len(e) & (len(e) - 1) == 0:  # prune dead views now and then (at powers of two)
         e[1:] = [r for r in e[1:] if r() is not None]
     e.append(weakref.ref(v))
+
+
+def on_device_of(a):
+    """A context making `a`'s device current, for allocations (CuPy allocates on the current device, not on
+    the device of the arrays at hand); nothing to do for a NumPy array (or None)."""
+    return _NULL_CTX if a.__class__ is _ndarray or a is None else backend.on(backend.device_of(a))
+
+
+def writable(a) -> bool:
+    """Whether an op may write into array `a`. NumPy marks broadcast views read-only; CuPy has no such flag,
+    so there a view in which several elements share one memory location (a zero stride) counts as read-only."""
+    w = getattr(a.flags, "writeable", None)
+    if w is not None:
+        return w
+    return all(st != 0 or n <= 1 for n, st in zip(a.shape, a.strides))
 
 
 def make(data, requires_grad: bool = False, edge=None) -> Tensor:

@@ -82,6 +82,7 @@ class _Encoder:
         self.names: set[str] = set()
         self.stored: dict[tuple, str] = {}  # memory identity of a tensor's array -> its name
         self.open: set[int] = set()  # containers on the current path, to catch cycles
+        self.devices: dict[str, str] = {}  # name -> device, for tensors saved from a device other than the CPU
 
     def tensor(self, t: Tensor, parts: list) -> dict:
         arr = t.data
@@ -91,8 +92,10 @@ class _Encoder:
             key = ("id", id(arr))
         name = self.stored.get(key)
         if name is None:
+            where = None
             if type(arr) is not np.ndarray:
-                arr = t.numpy(force=True)  # to host memory
+                where = str(backend.device_of(arr))
+                arr = backend.to_host(arr)  # the file holds host bytes; the device goes in the metadata
             if arr.dtype.newbyteorder("=") not in _NAME_OF:
                 raise TypeError(f"ember.save: tensor at {_where(parts)} has dtype {arr.dtype}, which the checkpoint "
                                 f"format cannot hold")
@@ -105,6 +108,8 @@ class _Encoder:
             self.names.add(name)
             self.stored[key] = name
             self.arrays.append((name, arr))
+            if where is not None:
+                self.devices[name] = where
         return {"tensor": name}
 
     def value(self, x, parts: list):
@@ -162,7 +167,10 @@ def _encode(obj) -> tuple[bytes, list[np.ndarray]]:
     enc = _Encoder()
     try:
         tree = enc.value(obj, [])
-        meta = json.dumps({"version": FORMAT_VERSION, "tree": tree}, separators=(",", ":"), allow_nan=False)
+        doc = {"version": FORMAT_VERSION, "tree": tree}
+        if enc.devices:  # tensors saved from CUDA load back there (map_location=None), as in PyTorch
+            doc["devices"] = enc.devices
+        meta = json.dumps(doc, separators=(",", ":"), allow_nan=False)
     except RecursionError:
         raise ValueError("ember.save: obj is nested too deeply to save") from None
     # Wider dtypes first: with an 8-aligned data section every tensor then starts at a multiple of
@@ -252,9 +260,11 @@ def load(f: str | os.PathLike | BinaryIO, map_location=None, weights_only: bool 
     The whole header is validated before any tensor is allocated, and nothing is returned unless
     every tensor was read: a truncated, corrupted or foreign file raises a `ValueError` naming the
     file and the problem. Loaded tensors own their memory, are writable and do not require grad.
-    `map_location`: None or 'cpu' (the default place), a device or device string, a dict mapping
-    the saved location ('cpu') to a device, or a callable `fn(tensor, 'cpu')` returning a tensor
-    (or None to keep it). `weights_only` is accepted for PyTorch compatibility: loading never runs
+    Tensors saved from CUDA are stored in host form with their device in the metadata.
+    `map_location`, as torch.load's: None (each tensor back on the device it was saved from; a
+    RuntimeError when that is CUDA and CUDA is unavailable), a device or device string ('cpu',
+    'cuda', 'cuda:1'), a dict mapping saved locations to locations ({'cuda:0': 'cpu'}), or a
+    callable `fn(tensor, location)` returning a tensor (or None for the saved location). `weights_only` is accepted for PyTorch compatibility: loading never runs
     code, whatever its value. BF16 tensors are converted to float32 exactly (ember has no bfloat16),
     with a warning.
     """
@@ -262,7 +272,7 @@ def load(f: str | os.PathLike | BinaryIO, map_location=None, weights_only: bool 
     if isinstance(f, (str, bytes, os.PathLike)):
         name = os.fsdecode(f)
         with open(f, "rb") as fh:
-            arrays, tree, bf16 = _read(fh, os.fstat(fh.fileno()).st_size, name)
+            arrays, tree, bf16, devices = _read(fh, os.fstat(fh.fileno()).st_size, name)
     elif isinstance(f, io.TextIOBase):
         raise TypeError("ember.load: f is a text-mode file; open it in binary mode ('rb')")
     elif callable(getattr(f, "read", None)):
@@ -275,7 +285,7 @@ def load(f: str | os.PathLike | BinaryIO, map_location=None, weights_only: bool 
         else:  # a stream: read it whole so its size is known before trusting the header
             f = io.BytesIO(f.read())
             size = len(f.getbuffer())
-        arrays, tree, bf16 = _read(f, size, name)
+        arrays, tree, bf16, devices = _read(f, size, name)
     else:
         raise TypeError(f"ember.load: f must be a path (str or os.PathLike) or a binary file object with "
                         f"read(), got {type(f).__name__}")
@@ -284,35 +294,63 @@ def load(f: str | os.PathLike | BinaryIO, map_location=None, weights_only: bool 
                       f"they were converted to float32 exactly", UserWarning, stacklevel=2)
     tensors = {}
     for key, arr in arrays.items():
-        t = make(arr)
-        if place is not None:
-            moved = place(t)
-            t = t if moved is None else moved
-            if not isinstance(t, Tensor):
-                raise TypeError(f"ember.load: map_location returned {type(t).__name__}, expected a Tensor or None")
+        t = place(make(arr), devices.get(key, "cpu"))
+        if not isinstance(t, Tensor):
+            raise TypeError(f"ember.load: map_location returned {type(t).__name__}, expected a Tensor or None")
         tensors[key] = t
     if tree is _NO_TREE:  # a safetensors file from elsewhere
         return tensors
     return _decode(tree, tensors.__getitem__)
 
 
-def _placement(map_location) -> Callable[[Tensor], Tensor | None] | None:
-    """A function putting each loaded (CPU) tensor where `map_location` says; None for the CPU."""
+def _placement(map_location) -> Callable[[Tensor, str], Tensor]:
+    """`place(tensor, location)`: a loaded tensor (in host memory) put where `map_location` says,
+    given the location it was saved from ('cpu', 'cuda:0', ...), as torch.load does:
+
+    None: back to its saved location; a device or device string: there; a dict: saved location ->
+    location ({'cuda:0': 'cpu'}; locations it does not name stay); a callable `fn(tensor, location)`:
+    its result, or the saved location when it returns None."""
     if map_location is None:
-        return None
+        return _restore
     if isinstance(map_location, (str, backend.device)):
         dev = backend.device(map_location)
         if dev.type == "cpu":
-            return None
+            return lambda t, loc: t
         backend.module_for(dev)  # a clear error now, before reading, when the device is unavailable
-        return lambda t: t.to(dev)
-    if isinstance(map_location, dict):  # saved location -> target; ember saves everything from 'cpu'
-        target = map_location.get("cpu", map_location.get(backend.CPU))
-        return None if target is None else _placement(target)
+        return lambda t, loc: t.to(dev)
+    if isinstance(map_location, dict):
+        table = {}
+        for k, v in map_location.items():
+            if not isinstance(k, (str, backend.device)) or not isinstance(v, (str, backend.device)):
+                raise TypeError(f"ember.load: a map_location dict maps saved locations to locations (str or "
+                                f"ember.device), got {k!r}: {v!r}")
+            table[str(backend.device(k))] = str(backend.device(v))
+        return lambda t, loc: _restore(t, table.get(loc, loc))
     if callable(map_location):
-        return lambda t: map_location(t, "cpu")
+        def call(t: Tensor, loc: str) -> Tensor:
+            out = map_location(t, loc)
+            return _restore(t, loc) if out is None else out
+        return call
     raise TypeError(f"ember.load: map_location must be None, a device, a str, a dict or a callable, "
                     f"got {type(map_location).__name__}")
+
+
+def _restore(t: Tensor, location: str) -> Tensor:
+    """`t` (in host memory) moved to `location`, with PyTorch's advice when that device does not exist here."""
+    dev = backend.device(location)
+    if dev.type == "cpu":
+        return t
+    be = backend.cuda_backend()
+    if be is None:
+        raise RuntimeError(f"ember.load: attempting to deserialize a tensor saved on {location}, but CUDA is not "
+                           f"available (ember.cuda.is_available() is False). If you are running on a CPU-only "
+                           f"machine, pass map_location='cpu' (or map_location=ember.device('cpu')) to load the "
+                           f"tensors into CPU memory")
+    if dev.index is not None and dev.index >= be.count:
+        raise RuntimeError(f"ember.load: attempting to deserialize a tensor saved on {location}, but "
+                           f"ember.cuda.device_count() is {be.count}. Pass map_location to map the tensors to an "
+                           f"existing device, e.g. map_location={{'{location}': 'cuda:0'}}")
+    return t.to(dev)
 
 
 _NO_TREE = object()  # a file without ember's structure (None is a valid tree: ember.save(None, f))
@@ -368,9 +406,10 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _read(fh: BinaryIO, size: int, name: str) -> tuple[dict, Any, list]:
+def _read(fh: BinaryIO, size: int, name: str) -> tuple[dict, Any, list, dict]:
     """Validate the header of a file of `size` bytes, then read its tensors:
-    ({name: array} in header order, the ember tree or _NO_TREE, names converted from BF16)."""
+    ({name: array} in header order, the ember tree or _NO_TREE, names converted from BF16,
+    {name: device} of the tensors saved from a device other than the CPU)."""
     bad = _Bad(name)
     if size < 8:
         raise bad(f"not a safetensors file: it has {size} bytes, fewer than the 8 that give the header length "
@@ -443,9 +482,9 @@ def _read(fh: BinaryIO, size: int, name: str) -> tuple[dict, Any, list]:
         raise bad(f"the data section has {data_size} bytes but its tensors cover {pos}: "
                   f"{data_size - pos} trailing bytes belong to no tensor")
 
-    tree = _NO_TREE
+    tree, devices = _NO_TREE, {}
     if meta is not None and "ember" in meta:
-        tree = _parse_tree(meta["ember"], header.keys(), bad)
+        tree, devices = _parse_tree(meta["ember"], header.keys(), bad)
 
     # Everything checked: allocate and read, in file order. Each array is the file's bytes copied
     # into memory it owns (never a view of a buffer that could change).
@@ -465,7 +504,7 @@ def _read(fh: BinaryIO, size: int, name: str) -> tuple[dict, Any, list]:
         elif not arr.dtype.isnative:
             arr = arr.astype(arr.dtype.newbyteorder("="))  # big-endian hosts
         arrays[tname] = arr
-    return {k: arrays[k] for k in header}, tree, bf16
+    return {k: arrays[k] for k in header}, tree, bf16, devices
 
 
 def _read_exact(fh: BinaryIO, n: int, bad: _Bad, what: str) -> bytes:
@@ -492,7 +531,8 @@ def _read_into(fh: BinaryIO, view, bad: _Bad, what: str) -> None:
 
 # ---------------------------------------------------------------------- the ember structure
 def _parse_tree(text: str, names, bad: _Bad):
-    """Parse and fully check __metadata__['ember'] (a dry run of `_decode`) before any tensor exists."""
+    """Parse and fully check __metadata__['ember'] (a dry run of `_decode`) before any tensor exists:
+    (the tree, {tensor name: saved device} for those saved from a device other than the CPU)."""
     doc = _json(text, bad, "__metadata__['ember']")
     if not (isinstance(doc, dict) and _is_int(doc.get("version")) and "tree" in doc):
         raise bad("__metadata__['ember'] must be an object with an integer 'version' and a 'tree'")
@@ -514,7 +554,17 @@ def _parse_tree(text: str, names, bad: _Bad):
         raise bad(f"__metadata__['ember'] is malformed: {e}") from None
     except RecursionError:
         raise bad("__metadata__['ember'] is nested too deeply") from None
-    return doc["tree"]
+    devices = doc.get("devices", {})
+    if not isinstance(devices, dict):
+        raise bad("__metadata__['ember']['devices'] must map tensor names to devices")
+    for name, where in devices.items():
+        try:
+            ok = name in known and isinstance(where, str) and backend.device(where).type == "cuda"
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise bad(f"__metadata__['ember']['devices'] is malformed at {name!r}: {where!r}")
+    return doc["tree"], devices
 
 
 class _TreeError(ValueError):

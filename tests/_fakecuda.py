@@ -578,11 +578,8 @@ def _build():
         "get_current_stream": lambda: Stream.null, "is_available": lambda: True,
         "get_elapsed_time": lambda a, b: (b._t - a._t) * 1e3, "MemoryPool": MemoryPool})
 
-    pinned: "weakref.WeakSet" = weakref.WeakSet()
-
     def empty_pinned(shape, dtype=float, order="C"):
         buf = _PinnedBuffer(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)
-        pinned.add(buf)
         return np.frombuffer(buf, dtype=dtype, count=int(np.prod(shape, dtype=np.int64))).reshape(shape, order=order)
 
     def zeros_pinned(shape, dtype=float, order="C"):
@@ -593,7 +590,7 @@ def _build():
     def is_pinned(a: _ND) -> bool:
         while isinstance(a, _ND):
             a = a.base
-        return isinstance(a, _PinnedBuffer)
+        return isinstance(a.obj if isinstance(a, memoryview) else a, _PinnedBuffer)
 
     special = _namespace("fakecupyx.scipy.special", {"erf": _function("erf", _np_erf)})
     cpx = _namespace("fakecupyx", {"empty_pinned": empty_pinned, "zeros_pinned": zeros_pinned,
@@ -605,7 +602,7 @@ def _build():
 class _PinnedBuffer(bytearray):
     """Host memory handed out by the fake `cupyx.empty_pinned` (a bytearray that can be recognised)."""
 
-    __slots__ = ("__weakref__",)
+    __slots__ = ()
 
 
 def _np_erf(x):

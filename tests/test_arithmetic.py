@@ -1,7 +1,7 @@
 """Elementwise binary ops (ember/ops/arithmetic.py): gradients, PyTorch parity, operators, errors."""
 import numpy as np
 import pytest
-from helpers import check_grad, compare_torch, noncontig, rand, requires_torch, torch
+from helpers import DEVICE, check_grad, compare_torch, noncontig, rand, requires_torch, torch
 
 import ember
 
@@ -187,11 +187,11 @@ def test_div_bad_rounding_mode():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_where_broadcast_parity(dtype):
     c = rand(3, 1, seed=4) > 0
-    compare_torch(lambda x, y: ember.where(ember.tensor(c), x, y), lambda x, y: torch.where(torch.tensor(c), x, y),
+    compare_torch(lambda x, y: ember.where(ember.tensor(c, device=DEVICE), x, y), lambda x, y: torch.where(torch.tensor(c), x, y),
                   rand(3, 4, dtype=dtype), rand(4, dtype=dtype))
-    compare_torch(lambda x: ember.where(ember.tensor(c), x, 0.0), lambda x: torch.where(torch.tensor(c), x, 0.0),
+    compare_torch(lambda x: ember.where(ember.tensor(c, device=DEVICE), x, 0.0), lambda x: torch.where(torch.tensor(c), x, 0.0),
                   rand(3, 4, dtype=dtype))
-    check_grad(lambda x, y: ember.where(ember.tensor(c), x, y), rand(1, 4), rand(3, 1))
+    check_grad(lambda x, y: ember.where(ember.tensor(c, device=DEVICE), x, y), rand(1, 4), rand(3, 1))
 
 
 def test_where_bad_inputs():
@@ -313,3 +313,102 @@ def test_numpy_arctan2_runs_as_ember_atan2():
     mixed = np.arctan2(np.array([1.0, 1.0], np.float32), ember.tensor([1.0, -1.0]))  # array and tensor
     assert isinstance(mixed, ember.Tensor)
     np.testing.assert_allclose(mixed.numpy(), [np.pi / 4, 3 * np.pi / 4], rtol=1e-6)
+
+
+# ---------------------------------------------------------------------- devices (the fake CUDA where no GPU)
+@pytest.fixture
+def two_gpus():
+    """Two CUDA devices for one test: the fake's (tests/_fakecuda.py) unless a real GPU pair is there."""
+    from ember import backend
+    if ember.cuda.is_available() and ember.cuda.device_count() >= 2:
+        yield
+        return
+    if ember.cuda.is_available() and not backend.CUDA.fake:
+        pytest.skip("needs two CUDA devices")
+    import _fakecuda
+    before = backend.CUDA
+    _fakecuda.install()
+    ember._creation._cuda_gens.clear()
+    try:
+        yield
+    finally:
+        ember._creation._cuda_gens.clear()
+        backend.uninstall_cuda()
+        if before is not backend._UNSET and before is not None:
+            backend.install_cuda(before.cp, before.cpx)
+
+
+MIXED = {  # op name in the error -> f(a, b) with a and b on two devices
+    "add": lambda a, b: a + b,
+    "mul": lambda a, b: a * b.requires_grad_(),
+    "where": lambda a, b: ember.where(a > 0, a, b),
+    "cat": lambda a, b: ember.cat([a, b]),
+    "stack": lambda a, b: ember.stack([a, b]),
+    "matmul": lambda a, b: a @ b,
+    "einsum": lambda a, b: ember.einsum("i,i->", a, b),
+    "atan2": lambda a, b: ember.atan2(a, b),
+    "add_": lambda a, b: a.add_(b),
+    "gather": lambda a, b: a.gather(0, b.long()),
+    "masked_fill": lambda a, b: a.masked_fill(b > 0, 1.0),
+}
+
+
+@pytest.mark.parametrize("devices", [("cuda:0", "cpu"), ("cuda:0", "cuda:1")])
+@pytest.mark.parametrize("name", sorted(MIXED))
+def test_op_mixing_devices_raises_naming_both(two_gpus, name, devices):
+    a, b = (ember.ones(3, device=d) for d in devices)
+    names = sorted(devices)
+    with pytest.raises(RuntimeError, match=f"found at least two devices, {names[0]} and {names[1]}.*{name}"):
+        MIXED[name](a, b)
+
+
+def test_index_device_rules(two_gpus):
+    x = ember.arange(6.0, device="cuda:0")
+    assert x[ember.tensor([1, 5])].tolist() == [1.0, 5.0]  # CPU indices may index a CUDA tensor, as in PyTorch
+    assert x[[0, 0]].tolist() == [0.0, 0.0]
+    with pytest.raises(RuntimeError, match=r"indices should be either on cpu or on the same device .*\(cuda:0\); "
+                                           r"got indices on cuda:1"):
+        x[ember.tensor([1], device="cuda:1")]
+    with pytest.raises(RuntimeError, match=r"same device as the indexed tensor \(cpu\); got indices on cuda:0"):
+        ember.arange(3.0)[ember.tensor([1], device="cuda:0")]
+    x[ember.tensor([True, False] * 3)] = ember.tensor(-1.0)  # a CPU mask and a 0-d CPU value: uploaded
+    assert x.tolist() == [-1.0, 1.0, -1.0, 3.0, -1.0, 5.0]
+
+
+def test_expanded_cuda_tensor_is_read_only_in_place(two_gpus):
+    """CuPy has no writeable flag: a broadcast view (zero strides) is still refused, as on the CPU."""
+    e = ember.ones(3, device="cuda:0").expand(2, 3)
+    with pytest.raises(RuntimeError, match="add_: unsupported operation: this tensor is a read-only view"):
+        e.add_(1.0)
+    w = ember.ones(2, 3, device="cuda:0", requires_grad=True)
+    (w.sum() * 2).backward()  # the first gradient is a broadcast view of the output gradient
+    (w.sum() * 3).backward()  # ...so accumulating into it must not write in place
+    assert w.grad.tolist() == [[5.0] * 3] * 2
+
+
+def _leaf1(*shape):
+    return ember.rand(*shape, device="cuda:1", requires_grad=True)
+
+
+SECOND_GPU = {  # ops whose forward or backward allocates (zeros, aranges, constants): all must land on cuda:1
+    "getitem": lambda: _leaf1(4)[[0, 0, 2]],
+    "where_scalar": lambda: ember.where(ember.rand(3, device="cuda:1") > 0.5, _leaf1(3), 0.0),
+    "gather": lambda: _leaf1(3, 4).gather(0, ember.tensor([[0, 1, 2, 0]], device="cuda:1")),
+    "index_select": lambda: _leaf1(3, 4).index_select(0, ember.tensor([0, 2], device="cuda:1")),
+    "take": lambda: _leaf1(3, 4).take(ember.tensor([0, 2], device="cuda:1")),
+    "masked_fill": lambda: _leaf1(3).masked_fill(ember.tensor([True, False, True], device="cuda:1"), 2.0),
+    "scatter_value": lambda: _leaf1(3, 4).scatter(0, ember.tensor([[0, 1, 2, 0]], device="cuda:1"), 1.5),
+    "in_place_on_view": lambda: (lambda z: (z[1:].mul_(2.0), z)[1])(_leaf1(3) * 1),
+    "logsumexp": lambda: _leaf1(3, 4).logsumexp(1),
+    "einsum_diagonal": lambda: ember.einsum("ii->i", _leaf1(3, 3)),
+    "uint8_wraps": lambda: ember.tensor([1], dtype=ember.uint8, device="cuda:1") + 300,
+    "int_pow_negative": lambda: ember.tensor([1, 2, -1], device="cuda:1") ** ember.tensor([-1, -2, -3], device="cuda:1"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SECOND_GPU))
+def test_ops_on_the_second_gpu_stay_there(two_gpus, name):
+    z = SECOND_GPU[name]()
+    assert z.device == ember.device("cuda:1")
+    if z.requires_grad:
+        z.sum().backward()

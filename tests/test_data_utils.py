@@ -600,7 +600,17 @@ def test_iterable_dataset_single_process():
 
 
 def test_pin_memory_is_accepted_on_cpu():
-    (x, y), = list(D.DataLoader(_tensor_ds(3), batch_size=3, pin_memory=True))
+    loader = D.DataLoader(_tensor_ds(3), batch_size=3, pin_memory=True, pin_memory_device="cuda")
+    if ember.cuda.is_available():
+        (x, y), = list(loader)
+        assert x.is_pinned() and y.is_pinned()
+    else:  # PyTorch's warning, once per loader, and ordinary batches
+        with pytest.warns(UserWarning, match="'pin_memory' argument is set as true but no accelerator is found"):
+            (x, y), = list(loader)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            list(loader)
+        assert not x.is_pinned()
     assert x.shape == (3, 2) and y.tolist() == [0, 1, 2]
 
 

@@ -10,6 +10,7 @@ import re
 import signal
 import sys
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -315,7 +316,9 @@ def test_transferred_tensors_are_plain():
         assert type(x) is ember.Tensor and x.grad_fn is None and not x.requires_grad and x.is_leaf
         assert isinstance(x.data, np.ndarray) and x.data.flags.writeable and x.dtype == ember.float32
         assert y.dtype == ember.float32
-    x, _ = next(iter(D.DataLoader(Grad(), batch_size=None, num_workers=2, pin_memory=True)))
+    with warnings.catch_warnings():  # pin_memory without CUDA warns (tests/test_cuda_train.py checks it)
+        warnings.simplefilter("ignore", UserWarning)
+        x, _ = next(iter(D.DataLoader(Grad(), batch_size=None, num_workers=2, pin_memory=True)))
     assert x.grad_fn is None and not x.requires_grad and x.tolist() == [0.0, 0.0, 0.0]
 
 

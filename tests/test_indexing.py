@@ -1,7 +1,7 @@
 """Indexing (ember/ops/indexing.py): getitem/setitem, gather/scatter, index_select/index_add, masks, take, nonzero."""
 import numpy as np
 import pytest
-from helpers import check_grad, compare_torch, leaf, noncontig, rand, requires_torch, torch
+from helpers import DEVICE, check_grad, compare_torch, leaf, noncontig, rand, requires_torch, torch
 
 import ember
 
@@ -69,7 +69,7 @@ def test_getitem_parity(name, dtype):
 
 def test_getitem_noncontiguous_and_transposed():
     a = _x()
-    for idx in (1, (slice(None), [0, 0, 3]), (Ellipsis, [4, 4]), ember.tensor(MASK0)):
+    for idx in (1, (slice(None), [0, 0, 3]), (Ellipsis, [4, 4]), _i(ember, MASK0)):
         check_grad(lambda x: x[idx], noncontig(a))
     check_grad(lambda x: x.transpose(0, 2)[[1, 1, 0], 2], a)
 
@@ -84,8 +84,8 @@ def test_getitem_0d():
 def test_getitem_repeated_indices_accumulate():
     x = leaf(np.arange(4.0))
     y = x[[1, 1, 3, 1]]
-    y.backward(ember.tensor([1.0, 2.0, 3.0, 4.0], dtype=ember.float64))
-    np.testing.assert_array_equal(x.grad.numpy(), [0, 7, 0, 3])
+    y.backward(_i(ember, [1.0, 2.0, 3.0, 4.0], dtype=ember.float64))
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), [0, 7, 0, 3])
 
 
 @pytest.mark.parametrize("n_idx", [200, 3])  # the sort-and-sum path and the np.add.at path
@@ -94,10 +94,10 @@ def test_getitem_embedding_gradient(n_idx):
     table = leaf(rng.standard_normal((10, 32)))
     ids = rng.integers(-10, 10, size=n_idx)
     g = rng.standard_normal((n_idx, 32))
-    table[ember.tensor(ids)].backward(ember.from_numpy(g))
+    table[_i(ember, ids)].backward(_i(ember, g))
     expected = np.zeros((10, 32))
     np.add.at(expected, ids, g)
-    np.testing.assert_allclose(table.grad.numpy(), expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(table.grad.cpu().numpy(), expected, rtol=1e-12, atol=1e-12)
 
 
 def test_getitem_double_backward_is_getitem():
@@ -106,8 +106,8 @@ def test_getitem_double_backward_is_getitem():
     g = ember.autograd.grad(x[[0, 0, 2], 1:3], x, go, create_graph=True)[0]
     assert g.requires_grad  # the backward is an op on go
     w = rand(3, 4, 5, seed=2)
-    g.backward(ember.from_numpy(w))
-    np.testing.assert_array_equal(go.grad.numpy(), w[[0, 0, 2], 1:3])
+    g.backward(_i(ember, w))
+    np.testing.assert_array_equal(go.grad.cpu().numpy(), w[[0, 0, 2], 1:3])
     check_grad(lambda t: t[[2, 2], :, 1:], _x())  # check_grad runs gradgradcheck
 
 
@@ -234,7 +234,7 @@ def test_setitem_number_under_autograd(dtype):
 def test_setitem_into_constant_tensor_gives_grad_to_value():
     def f(lib):
         def g(w):
-            z = lib.zeros(2, 3, dtype=w.dtype)
+            z = lib.zeros(2, 3, dtype=w.dtype, device=w.device)
             z[1, 1:] = w
             return z
         return g
@@ -353,8 +353,9 @@ IDX = np.array([[0, 2, 1, 2], [2, 2, 0, 1]])  # into dim 0 of a (3, 4) input; re
 IDX1 = np.array([[3, 0], [1, 1], [0, 3]])  # into dim 1 of a (3, 4) input; smaller than input off dim
 
 
-def _i(lib, a):
-    return lib.tensor(a)
+def _i(lib, a, **kw):
+    """An index/mask tensor on the test device (the inputs', as PyTorch wants)."""
+    return lib.tensor(a, device=DEVICE, **kw) if lib is ember else lib.tensor(a, **kw)
 
 
 GATHER = {  # name -> (ember fn, torch fn, input shapes)
@@ -363,7 +364,7 @@ GATHER = {  # name -> (ember fn, torch fn, input shapes)
     "gather_neg_dim": (lambda x: x.gather(-1, _i(ember, IDX1[:2])), lambda x: x.gather(-1, _i(torch, IDX1[:2])), [(3, 4)]),
     "gather_3d": (lambda x: x.gather(1, _i(ember, IDX[:, None, :2].repeat(2, 1))),
                   lambda x: x.gather(1, _i(torch, IDX[:, None, :2].repeat(2, 1))), [(2, 3, 2)]),
-    "gather_0d": (lambda x: x.gather(0, ember.tensor(0)), lambda x: x.gather(0, torch.tensor(0)), [()]),
+    "gather_0d": (lambda x: x.gather(0, _i(ember, 0)), lambda x: x.gather(0, torch.tensor(0)), [()]),
     "scatter0": (lambda x, s: ember.scatter(x, 0, _i(ember, IDX[:1]), s),
                  lambda x, s: torch.scatter(x, 0, _i(torch, IDX[:1]), s), [(3, 4), (1, 4)]),
     "scatter0_big_src": (lambda x, s: ember.scatter(x, 0, _i(ember, IDX[:1]), s), None, [(3, 4), (2, 5)]),
@@ -390,26 +391,26 @@ GATHER = {  # name -> (ember fn, torch fn, input shapes)
                       lambda x: x.index_select(0, _i(torch, np.array([2, 0, 2]))), [(3, 4)]),
     "index_select1": (lambda x: ember.index_select(x, 1, _i(ember, np.array([3, 3]))),
                       lambda x: torch.index_select(x, 1, _i(torch, np.array([3, 3]))), [(3, 4)]),
-    "index_select_0d_index": (lambda x: x.index_select(1, ember.tensor(2)), lambda x: x.index_select(1, torch.tensor(2)),
+    "index_select_0d_index": (lambda x: x.index_select(1, _i(ember, 2)), lambda x: x.index_select(1, torch.tensor(2)),
                               [(2, 3, 4)]),
-    "index_select_empty": (lambda x: x.index_select(1, ember.tensor([], dtype=ember.int64)),
+    "index_select_empty": (lambda x: x.index_select(1, _i(ember, [], dtype=ember.int64)),
                            lambda x: x.index_select(1, torch.tensor([], dtype=torch.int64)), [(2, 3)]),
-    "index_select_0d": (lambda x: x.index_select(0, ember.tensor([0])), lambda x: x.index_select(0, torch.tensor([0])), [()]),
+    "index_select_0d": (lambda x: x.index_select(0, _i(ember, [0])), lambda x: x.index_select(0, torch.tensor([0])), [()]),
     "index_add0": (lambda x, s: x.index_add(0, _i(ember, np.array([2, 0, 2])), s),
                    lambda x, s: x.index_add(0, _i(torch, np.array([2, 0, 2])), s), [(3, 4), (3, 4)]),
     "index_add1_alpha": (lambda x, s: ember.index_add(x, 1, _i(ember, np.array([1, 1])), s, alpha=-2.5),
                          lambda x, s: torch.index_add(x, 1, _i(torch, np.array([1, 1])), s, alpha=-2.5), [(3, 4), (3, 2)]),
-    "masked_fill": (lambda x: x.masked_fill(ember.tensor(MASK2), -2.0), lambda x: x.masked_fill(torch.tensor(MASK2), -2.0),
+    "masked_fill": (lambda x: x.masked_fill(_i(ember, MASK2), -2.0), lambda x: x.masked_fill(torch.tensor(MASK2), -2.0),
                     [(4, 5)]),
-    "masked_fill_bcast": (lambda x: ember.masked_fill(x, ember.tensor(MASK0[:, None]), 3),
+    "masked_fill_bcast": (lambda x: ember.masked_fill(x, _i(ember, MASK0[:, None]), 3),
                           lambda x: torch.masked_fill(x, torch.tensor(MASK0[:, None]), 3), [(3, 4)]),
-    "masked_fill_bcast_mask_bigger": (lambda x: x.masked_fill(ember.tensor(MASK2), 0.0),
+    "masked_fill_bcast_mask_bigger": (lambda x: x.masked_fill(_i(ember, MASK2), 0.0),
                                       lambda x: x.masked_fill(torch.tensor(MASK2), 0.0), [(5,)]),
-    "masked_fill_value_tensor": (lambda x, v: x.masked_fill(ember.tensor(MASK2), v),
+    "masked_fill_value_tensor": (lambda x, v: x.masked_fill(_i(ember, MASK2), v),
                                  lambda x, v: x.masked_fill(torch.tensor(MASK2), v), [(4, 5), ()]),
-    "masked_select": (lambda x: x.masked_select(ember.tensor(MASK2)), lambda x: x.masked_select(torch.tensor(MASK2)),
+    "masked_select": (lambda x: x.masked_select(_i(ember, MASK2)), lambda x: x.masked_select(torch.tensor(MASK2)),
                       [(4, 5)]),
-    "masked_select_bcast": (lambda x: ember.masked_select(x, ember.tensor(MASK0[:, None])),
+    "masked_select_bcast": (lambda x: ember.masked_select(x, _i(ember, MASK0[:, None])),
                             lambda x: torch.masked_select(x, torch.tensor(MASK0[:, None])), [(4,)]),
 }
 
@@ -446,10 +447,10 @@ def test_scatter_reduce_forward(dtype):
 
 
 def test_scatter_reduce_add_gradcheck_and_multiply_backward_error():
-    check_grad(lambda x, s: x.scatter(0, ember.tensor(IDX), s, reduce="add"), rand(3, 4), rand(2, 4, seed=1))
-    y = leaf(rand(3, 4)).scatter(0, ember.tensor(IDX), leaf(rand(2, 4)), reduce="multiply")
+    check_grad(lambda x, s: x.scatter(0, _i(ember, IDX), s, reduce="add"), rand(3, 4), rand(2, 4, seed=1))
+    y = leaf(rand(3, 4)).scatter(0, _i(ember, IDX), leaf(rand(2, 4)), reduce="multiply")
     with pytest.raises(RuntimeError, match="scatter\\(\\): the derivative for reduce='multiply' is not implemented"):
-        y.backward(ember.ones(3, 4, dtype=ember.float64))
+        y.backward(ember.ones(3, 4, dtype=ember.float64, device=DEVICE))
 
 
 def test_gather_int32_index_and_integer_input():
@@ -468,10 +469,10 @@ def test_inplace_variants_parity(dtype):
     def g(lib):
         def h(x, s):
             y = x * 1
-            y.scatter_(0, lib.tensor(IDX[:1]), s[:1])
-            y.scatter_add_(1, lib.tensor(IDX1), s[:, :2])
-            y.index_add_(0, lib.tensor([1, 1, 0]), s, alpha=2)
-            y.masked_fill_(lib.tensor(MASK2[:3, :4]), 0.25)
+            y.scatter_(0, _i(lib, IDX[:1]), s[:1])
+            y.scatter_add_(1, _i(lib, IDX1), s[:, :2])
+            y.index_add_(0, _i(lib, [1, 1, 0]), s, alpha=2)
+            y.masked_fill_(_i(lib, MASK2[:3, :4]), 0.25)
             return y * y
         return h
     compare_torch(g(ember), g(torch), x, s3)
@@ -501,18 +502,18 @@ def test_inplace_variants_leaf_error():
 def test_masked_fill_value_tensor_gets_masked_sum():
     x = leaf(rand(4, 5))
     v = leaf(np.array(0.5))
-    x.masked_fill(ember.tensor(MASK2), v).backward(ember.ones(4, 5, dtype=ember.float64))
+    x.masked_fill(_i(ember, MASK2), v).backward(ember.ones(4, 5, dtype=ember.float64, device=DEVICE))
     assert v.grad.item() == MASK2.sum()
-    np.testing.assert_array_equal(x.grad.numpy(), ~MASK2)
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), ~MASK2)
 
 
 def test_masked_fill_does_not_save_its_input():
     x = leaf(rand(4, 5))
     y = x * 1
-    z = y.masked_fill(ember.tensor(MASK2), 0.0)
+    z = y.masked_fill(_i(ember, MASK2), 0.0)
     y.add_(1.0)  # backward of masked_fill needs only the mask, as in PyTorch
-    z.backward(ember.ones(4, 5, dtype=ember.float64))
-    np.testing.assert_array_equal(x.grad.numpy(), ~MASK2)
+    z.backward(ember.ones(4, 5, dtype=ember.float64, device=DEVICE))
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), ~MASK2)
 
 
 def test_masked_fill_keeps_input_dtype():

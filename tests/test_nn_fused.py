@@ -2,16 +2,18 @@
 (ember/nn/modules/_fusion.py): values and gradients against PyTorch's conv2d → relu → max_pool2d over a grid of
 geometries (both column layouts, 2x2 tournament and general routing, image chunks), finite-difference gradcheck and
 gradgradcheck, ties and NaN routed like PyTorch, the cases Sequential must leave unfused, retain_graph, frozen
-parameters, no_grad, W3 training fused vs unfused, and errors."""
+parameters, no_grad, W3 training fused vs unfused, and errors. Under EMBER_TEST_DEVICE=cuda every ember tensor and
+module is on the test device (helpers.DEVICE) and results are compared on the host."""
 import itertools
 
 import numpy as np
 import pytest
-from helpers import check_grad, leaf, noncontig, rand, requires_torch, torch
+from helpers import DEVICE, check_grad, host, leaf, noncontig, rand, requires_torch, torch
 
 import ember
 import ember.nn as nn
 import ember.nn.functional as F
+from ember import backend
 from ember.cli.models import build_model
 from ember.nn.modules import _fusion
 from ember.ops import nn_conv, nn_fused
@@ -22,6 +24,16 @@ pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same'")
 TF = torch.nn.functional if torch is not None else None
 FUSED = "ConvReluPoolBackward"
 DTYPES = [np.float64, np.float32]
+
+
+def dev(a: np.ndarray) -> ember.Tensor:
+    """A constant tensor (cotangent, input without grad) on the test device."""
+    return ember.from_numpy(a).to(DEVICE)
+
+
+def _np(t) -> np.ndarray:
+    """An ember or torch tensor's values on the host."""
+    return host(t) if isinstance(t, ember.Tensor) else t.detach().numpy()
 
 
 def _tol(dtype) -> dict:
@@ -59,11 +71,11 @@ def _run(lib, fn, arrays, requires, cot_seed=7):
     else:
         ts = [None if a is None else torch.tensor(a, requires_grad=r) for a, r in zip(arrays, requires)]
     out = fn(*ts)
-    o = out.detach().numpy()
+    o = _np(out)
     if out.requires_grad:
         c = np.random.default_rng(cot_seed).standard_normal(o.shape).astype(o.dtype)
-        out.backward(ember.from_numpy(c) if lib == "ember" else torch.from_numpy(c))
-    grads = [None if t is None or t.grad is None else t.grad.numpy().copy() for t in ts]
+        out.backward(dev(c) if lib == "ember" else torch.from_numpy(c))
+    grads = [None if t is None or t.grad is None else _np(t.grad).copy() for t in ts]
     return out, o, grads
 
 
@@ -261,15 +273,15 @@ def test_fused_double_backward_matches_pytorch(pool):
     ey = conv2d_relu_max_pool2d(ex, ew, eb, 1, 1, 1, pool)
     ty = _torch_chain(tx, tw, tb, 1, 1, 1, pool)
     c = rand(*ey.shape, seed=25)
-    egx, egw = ember.autograd.grad([ey], [ex, ew], [ember.from_numpy(c)], create_graph=True)
+    egx, egw = ember.autograd.grad([ey], [ex, ew], [dev(c)], create_graph=True)
     tgx, tgw = torch.autograd.grad([ty], [tx, tw], [torch.from_numpy(c)], create_graph=True)
-    _close(egx.detach().numpy(), tgx.detach().numpy(), np.float64)
-    _close(egw.detach().numpy(), tgw.detach().numpy(), np.float64)
+    _close(host(egx), tgx.detach().numpy(), np.float64)
+    _close(host(egw), tgw.detach().numpy(), np.float64)
     vx, vw = rand(*x.shape, seed=26), rand(*w.shape, seed=27)
-    e2 = ember.autograd.grad([(egx * ember.from_numpy(vx)).sum() + (egw * ember.from_numpy(vw)).sum()], [ex, ew])
+    e2 = ember.autograd.grad([(egx * dev(vx)).sum() + (egw * dev(vw)).sum()], [ex, ew])
     t2 = torch.autograd.grad([(tgx * torch.from_numpy(vx)).sum() + (tgw * torch.from_numpy(vw)).sum()], [tx, tw])
     for e, t in zip(e2, t2):
-        _close(e.numpy(), t.numpy(), np.float64)
+        _close(host(e), t.numpy(), np.float64)
 
 
 def _ties(n, c, h, w, o, k, seed):
@@ -284,13 +296,13 @@ def test_create_graph_gradients_equal_first_order(c, pool):
     # _backward_graph (create_graph) converts the routing to entry numbers: with ties everywhere it must route
     # exactly as the array backward does
     x, w, b = _ties(2, c, 8, 9, 3, 3, seed=28)
-    cot = ember.from_numpy(rand(*conv2d_relu_max_pool2d(leaf(x), leaf(w), leaf(b), 1, 1, 1, pool).shape, seed=29))
+    cot = dev(rand(*conv2d_relu_max_pool2d(leaf(x), leaf(w), leaf(b), 1, 1, 1, pool).shape, seed=29))
     first = []
     for create in (False, True):
         ts = [leaf(x), leaf(w), leaf(b)]
         y = conv2d_relu_max_pool2d(*ts, 1, 1, 1, pool)
         gs = ember.autograd.grad([y], ts, [cot], create_graph=create)
-        first.append([g.detach().numpy() for g in gs])
+        first.append([host(g) for g in gs])
         if create:
             assert all(g.requires_grad for g in gs[:2])
     for a, g in zip(*first):  # the same routing; summation orders differ (last bits)
@@ -303,7 +315,7 @@ def _entry_numbers_as_torch_indices(y, pool) -> np.ndarray:
     node = y.grad_fn
     n, o, qh, qw = y.shape
     (ph, pw), (_, ow) = _pair(pool), node.geom[1]
-    e = node._entry_numbers().reshape(o, n, qh, qw).transpose(1, 0, 2, 3).astype(np.int64)
+    e = backend.to_host(node._entry_numbers()).reshape(o, n, qh, qw).transpose(1, 0, 2, 3).astype(np.int64)
     i = np.arange(qh).reshape(qh, 1)
     j = np.arange(qw)
     return (i * ph + e // pw) * ow + j * pw + e % pw
@@ -347,7 +359,7 @@ def test_nan_routes_like_pytorch_max_pool(c, pool, dtype):
         _, idx = TF.max_pool2d(z, pool, return_indices=True)
         ref = _torch_chain(torch.tensor(x), torch.tensor(w), torch.tensor(b), 1, 0, 1, pool).numpy()
     y = conv2d_relu_max_pool2d(leaf(x), leaf(w), leaf(b), 1, 0, 1, pool)
-    out = y.detach().numpy()
+    out = host(y)
     assert np.isnan(ref).any()
     np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
     _close(out, ref, dtype)  # assert_allclose treats NaN == NaN
@@ -411,7 +423,7 @@ def _layers(conv_kw, order="relu_pool", pool_kw=None, inplace=False, dtype=np.fl
     conv = nn.Conv2d(**conv_kw)
     relu, pool = nn.ReLU(inplace=inplace), nn.MaxPool2d(**(pool_kw or dict(kernel_size=2)))
     m = nn.Sequential(conv, relu, pool) if order == "relu_pool" else nn.Sequential(conv, pool, relu)
-    return m.to(ember.float64) if dtype == np.float64 else m
+    return (m.to(ember.float64) if dtype == np.float64 else m).to(DEVICE)
 
 
 def _torch_copy(m):
@@ -423,9 +435,9 @@ def _torch_copy(m):
                                 layer.dilation, layer.groups, layer.bias is not None, layer.padding_mode)
             t = t.to(torch.float64 if layer.weight.dtype == ember.float64 else torch.float32)
             with torch.no_grad():
-                t.weight.copy_(torch.from_numpy(layer.weight.detach().numpy()))
+                t.weight.copy_(torch.from_numpy(host(layer.weight)))
                 if layer.bias is not None:
-                    t.bias.copy_(torch.from_numpy(layer.bias.detach().numpy()))
+                    t.bias.copy_(torch.from_numpy(host(layer.bias)))
         elif isinstance(layer, nn.ReLU):
             t = torch.nn.ReLU(inplace=layer.inplace)
         else:
@@ -441,11 +453,11 @@ def _seq_run(m, x, cot_seed=7):
     xt = leaf(x, x.dtype.kind == "f")
     y = m(xt)
     out = y[0] if isinstance(y, tuple) else y
-    v = out.detach().numpy()
+    v = host(out)
     c = np.random.default_rng(cot_seed).standard_normal(v.shape).astype(v.dtype)
-    out.backward(ember.from_numpy(c))
+    out.backward(dev(c))
     grads = [xt.grad] + [p.grad for p in m.parameters()]
-    return y, v, [None if g is None else g.numpy().copy() for g in grads]
+    return y, v, [None if g is None else host(g).copy() for g in grads]
 
 
 def _torch_run(tm, x, cot_seed=7):
@@ -503,7 +515,7 @@ def _no_fusion_cases():
         def build():
             ember.manual_seed(0)
             c, r, p = conv_cls(**std(**(conv or {}))), relu_cls(), pool_cls(**(pool or dict(kernel_size=2)))
-            return (nn.Sequential(c, r, p) if order == "relu_pool" else nn.Sequential(c, p, r)).to(f64)
+            return (nn.Sequential(c, r, p) if order == "relu_pool" else nn.Sequential(c, p, r)).to(f64).to(DEVICE)
         return build
 
     class MyConv(nn.Conv2d):
@@ -558,7 +570,7 @@ def test_sequential_not_fused_runs_layer_by_layer(monkeypatch, spy, name, build,
 
 def test_sequential_return_indices_not_fused(spy):
     ember.manual_seed(0)
-    m = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2, return_indices=True)).double()
+    m = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2, return_indices=True)).double().to(DEVICE)
     y, idx = m(leaf(rand(2, 2, 6, 6, seed=42)))
     assert not spy and y.grad_fn.name() != FUSED and idx.dtype == ember.int64 and idx.shape == y.shape
 
@@ -610,10 +622,10 @@ def test_sequential_bad_input_not_fused_gives_layer_errors(monkeypatch, spy, cas
          "channel-mismatch": rand(2, 3, 6, 6, seed=45),
          "pool-too-big": rand(2, 2, 3, 3, seed=45),  # conv output 1x1 < pool 2
          "pool-too-big-one-dim": rand(2, 2, 8, 3, seed=45)}[case]
-    fused_err = _error(m, ember.from_numpy(x))
+    fused_err = _error(m, dev(x))
     assert not spy
     monkeypatch.setattr(_fusion, "ENABLED", False)
-    assert fused_err == _error(m, ember.from_numpy(x))
+    assert fused_err == _error(m, dev(x))
     # the same exception type as PyTorch's layers raise
     with pytest.raises(Exception) as info:
         tm(torch.from_numpy(x))
@@ -630,8 +642,8 @@ def test_sequential_fuses_each_run_in_a_longer_stack(spy):
     ember.manual_seed(0)
     m = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                       nn.Conv2d(4, 4, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(),
-                      nn.Conv2d(4, 2, 1), nn.ReLU())  # the last conv has no pool after it
-    y = m(ember.from_numpy(rand(2, 1, 8, 8, seed=47, dtype=np.float32)))
+                      nn.Conv2d(4, 2, 1), nn.ReLU()).to(DEVICE)  # the last conv has no pool after it
+    y = m(dev(rand(2, 1, 8, 8, seed=47, dtype=np.float32)))
     assert len(spy) == 2 and y.grad_fn.name() != FUSED and y.shape == (2, 2, 2, 2)
 
 
@@ -641,12 +653,13 @@ def test_sequential_fused_output_modified_in_place(monkeypatch, after):
         ember.manual_seed(0)
         layers = [nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
         m = nn.Sequential(*layers, *([nn.ReLU(inplace=True)] if after == "relu-inplace-layer" else [])).double()
+        m = m.to(DEVICE)
         x = leaf(rand(2, 2, 6, 6, seed=48))
         y = m(x)
         if after == "sub_":
             y.sub_(0.5)
         (y * y).sum().backward()
-        return x.grad.numpy()
+        return host(x.grad)
 
     fused = run()
     monkeypatch.setattr(_fusion, "ENABLED", False)
@@ -661,12 +674,12 @@ def test_no_grad_output_equals_grad_path(c, pool):
     with ember.no_grad():
         y0 = conv2d_relu_max_pool2d(leaf(x), leaf(w), leaf(b), 1, 1, 1, pool)
     assert not y0.requires_grad and y0.grad_fn is None
-    np.testing.assert_array_equal(y0.numpy(), y.detach().numpy())
+    np.testing.assert_array_equal(host(y0), host(y))
     # and Sequential under no_grad
     m = _layers(dict(in_channels=c, out_channels=4, kernel_size=3, padding=1), pool_kw=dict(kernel_size=pool))
     with ember.no_grad():
-        a = m(ember.from_numpy(x)).numpy()
-    np.testing.assert_array_equal(a, m(leaf(x, False)).detach().numpy())
+        a = host(m(dev(x)))
+    np.testing.assert_array_equal(a, host(m(leaf(x, False))))
 
 
 @pytest.mark.parametrize("images_per_chunk", [None, 1])
@@ -676,14 +689,14 @@ def test_retain_graph_second_backward_same_gradients(monkeypatch, c, s, pool, im
         monkeypatch.setattr(nn_conv, "_CHUNK_BYTES", 1)
     ts = [leaf(rand(3, c, 9, 10, seed=53)), leaf(rand(4, c, 3, 3, seed=54)), leaf(rand(4, seed=55))]
     y = conv2d_relu_max_pool2d(*ts, s, 1, 1, pool)
-    cot = ember.from_numpy(rand(*y.shape, seed=56))
+    cot = dev(rand(*y.shape, seed=56))
     y.backward(cot, retain_graph=True)
-    first = [t.grad.numpy().copy() for t in ts]
+    first = [host(t.grad).copy() for t in ts]
     for t in ts:
         t.grad = None
     y.backward(cot)  # the columns were handed to the first backward: rebuilt
     for a, t in zip(first, ts):
-        np.testing.assert_allclose(t.grad.numpy(), a, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(host(t.grad), a, rtol=1e-12, atol=1e-12)
     with pytest.raises(RuntimeError, match="second time"):  # the graph was freed by the last backward
         y.backward(cot)
 
@@ -710,40 +723,40 @@ def test_sequential_first_layer_and_frozen_conv(spy):
             getattr(tm[0], name).requires_grad_(False)
         m.zero_grad()
         tm.zero_grad()
-        y = m(ember.from_numpy(x))  # the first layer: the input does not require grad
+        y = m(dev(x))  # the first layer: the input does not require grad
         ty = tm(torch.from_numpy(x))
-        _close(y.detach().numpy(), ty.detach().numpy(), np.float32)
+        _close(host(y), ty.detach().numpy(), np.float32)
         if len(frozen) == 2:  # nothing requires grad: a plain result
             assert y.grad_fn is None and not y.requires_grad
             continue
         assert y.grad_fn.name() == FUSED
         c = rand(*y.shape, seed=61, dtype=np.float32)
-        y.backward(ember.from_numpy(c))
+        y.backward(dev(c))
         ty.backward(torch.from_numpy(c))
         for name in ("weight", "bias"):
             g, tg = getattr(m[0], name).grad, getattr(tm[0], name).grad
             assert (g is None) == (tg is None) == (name in frozen)
             if g is not None:
-                _close(g.numpy(), tg.numpy(), np.float32, name)
+                _close(host(g), tg.numpy(), np.float32, name)
     assert len(spy) == 3
 
 
 def test_w3_cnn_trains_the_same_fused_and_unfused(monkeypatch, spy):
     ember.manual_seed(0)
     ref = build_model("cnn", (1, 28, 28), 10)
-    state = {k: v.detach().clone() for k, v in ref.state_dict().items()}
+    state = {k: v.detach().clone().to(DEVICE) for k, v in ref.state_dict().items()}
     rng = np.random.default_rng(61)
     xs = rng.standard_normal((3, 8, 1, 28, 28)).astype(np.float32)
     ys = rng.integers(0, 10, (3, 8))
 
     def train():
-        model = build_model("cnn", (1, 28, 28), 10)
+        model = build_model("cnn", (1, 28, 28), 10).to(DEVICE)
         model.load_state_dict(state)
         opt = ember.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         losses = []
         for x, t in zip(xs, ys):
             opt.zero_grad()
-            loss = F.cross_entropy(model(ember.from_numpy(x)), ember.from_numpy(t))
+            loss = F.cross_entropy(model(dev(x)), dev(t))
             loss.backward()
             opt.step()
             losses.append(loss.item())
@@ -757,8 +770,8 @@ def test_w3_cnn_trains_the_same_fused_and_unfused(monkeypatch, spy):
     np.testing.assert_allclose(f_losses, u_losses, rtol=1e-5)
     assert f_losses[-1] != f_losses[0]
     for (name, p), q in zip(fused.named_parameters(), unfused.parameters()):
-        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
-        assert not np.array_equal(p.detach().numpy(), state[name].numpy()), name  # it trained
+        np.testing.assert_allclose(host(p), host(q), rtol=1e-4, atol=1e-6, err_msg=name)
+        assert not np.array_equal(host(p), host(state[name])), name  # it trained
 
 
 # ---------------------------------------------------------------------- errors
@@ -781,3 +794,65 @@ def test_errors_name_the_function():
 def test_bad_pool_is_a_runtime_error(pool):
     with pytest.raises(RuntimeError, match=r"conv2d_relu_max_pool2d\(\).*pool"):
         conv2d_relu_max_pool2d(ember.ones(1, 1, 6, 6), ember.ones(2, 1, 3, 3), None, pool=pool)
+
+
+# ---------------------------------------------------------------------- devices
+@pytest.fixture
+def cuda():
+    """A CUDA device: the real one, or tests/_fakecuda.py installed for this test only."""
+    installed = False
+    if not ember.cuda.is_available():
+        import _fakecuda
+
+        _fakecuda.install()
+        installed = True
+    yield "cuda"
+    if installed:
+        backend.uninstall_cuda()
+        ember._creation._cuda_gens.clear()
+
+
+@pytest.mark.parametrize("c,s,pool", [(3, 1, 2), (16, 1, 2), (3, 2, (2, 3)), (16, 1, 3)])
+def test_cuda_matches_cpu_values_gradients_and_routing(monkeypatch, cuda, c, s, pool):
+    # the CPU path in chunks of one image; the device path takes the whole batch as one chunk
+    monkeypatch.setattr(nn_conv, "_CHUNK_BYTES", 1)
+    x, w, b = _ties(3, c, 9, 10, 4, 3, seed=62)
+    x[1, 0, 2, 3] = np.nan
+    cot = rand(*conv2d_relu_max_pool2d(leaf(x), leaf(w), leaf(b), s, 1, 1, pool).shape, seed=63)
+    res = {}
+    for d in ("cpu", cuda):
+        ts = [ember.from_numpy(a.copy()).to(d).requires_grad_() for a in (x, w, b)]
+        y = conv2d_relu_max_pool2d(*ts, s, 1, 1, pool)
+        assert y.device.type == d and y.grad_fn.name() == FUSED
+        e = backend.to_host(y.grad_fn._entry_numbers())
+        y.backward(ember.from_numpy(cot).to(d))
+        assert all(t.grad.device.type == d for t in ts)
+        res[d] = [host(y), e] + [host(t.grad) for t in ts]
+    for name, a, g in zip(("output", "routing", "input", "weight", "bias"), res["cpu"], res[cuda]):
+        np.testing.assert_allclose(g, a, rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+def test_cuda_sequential_fused_with_grad_graph_and_no_grad(cuda, spy):
+    ember.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(16, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)).double()
+    x = rand(2, 16, 8, 8, seed=64)
+    cpu = host(m(ember.from_numpy(x)))
+    m.to(cuda)
+    xt = ember.from_numpy(x).to(cuda).requires_grad_()
+    y = m(xt)
+    assert y.device.type == "cuda" and y.grad_fn.name() == FUSED and len(spy) == 2
+    np.testing.assert_allclose(host(y), cpu, rtol=1e-12)
+    g, = ember.autograd.grad([(y * y).sum()], [xt], create_graph=True)  # _backward_graph on the device
+    assert g.device.type == "cuda" and g.requires_grad
+    with ember.no_grad():
+        np.testing.assert_array_equal(host(m(xt)), host(y))
+
+
+def test_mixed_devices_name_both(cuda):
+    x, w, b = ember.ones(1, 1, 6, 6), ember.ones(2, 1, 3, 3), ember.ones(2)
+    for args in ((x.to(cuda), w, b), (x, w.to(cuda), None), (x.to(cuda), w.to(cuda), b)):
+        with pytest.raises(RuntimeError, match=r"cpu and cuda:0.*conv2d_relu_max_pool2d"):
+            conv2d_relu_max_pool2d(*args)
+    m = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.MaxPool2d(2)).to(cuda)
+    with pytest.raises(RuntimeError, match=r"cpu and cuda:0"):
+        m(x)

@@ -295,3 +295,99 @@ def test_vector_to_parameters_errors():
         nn.utils.vector_to_parameters(ember.zeros(24), e)
     with pytest.raises(TypeError, match="expected torch.Tensor, but got: list"):
         nn.utils.vector_to_parameters([1.0, 2.0], e)
+
+
+# ---------------------------------------------------------------------- CUDA parameters
+@pytest.fixture
+def cuda():
+    """A CUDA device: the real one, or tests/_fakecuda.py installed for this test only."""
+    from ember import backend
+
+    installed = False
+    if not ember.cuda.is_available():
+        import _fakecuda
+
+        _fakecuda.install()
+        installed = True
+    yield "cuda"
+    if installed:
+        backend.uninstall_cuda()
+        ember._creation._cuda_gens.clear()
+
+
+def _host(t) -> np.ndarray:
+    return t.detach().cpu().numpy()
+
+
+INIT_FILLS = {
+    "uniform_": lambda t, g: init.uniform_(t, -0.5, 2.0, generator=g),
+    "normal_": lambda t, g: init.normal_(t, 0.5, 2.0, generator=g),
+    "trunc_normal_": lambda t, g: init.trunc_normal_(t, 0.0, 1.0, -0.5, 0.7, generator=g),
+    "trunc_normal_-narrow": lambda t, g: init.trunc_normal_(t, 0.0, 1.0, 2.0, 3.0, generator=g),
+    "constant_": lambda t, g: init.constant_(t, 0.25),
+    "ones_": lambda t, g: init.ones_(t),
+    "zeros_": lambda t, g: init.zeros_(t),
+    "eye_": lambda t, g: init.eye_(t.view(6, -1)),
+    "dirac_": lambda t, g: init.dirac_(t, groups=2),
+    "xavier_uniform_": lambda t, g: init.xavier_uniform_(t, 1.5, generator=g),
+    "xavier_normal_": lambda t, g: init.xavier_normal_(t, 1.5, generator=g),
+    "kaiming_uniform_": lambda t, g: init.kaiming_uniform_(t, math.sqrt(5), generator=g),
+    "kaiming_normal_": lambda t, g: init.kaiming_normal_(t, 0, "fan_out", "relu", generator=g),
+    "orthogonal_": lambda t, g: init.orthogonal_(t, 2.0, generator=g),
+    "sparse_": lambda t, g: init.sparse_(t.view(6, -1), 0.4, 0.1, generator=g),
+}
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64, ember.float16], ids=str)
+@pytest.mark.parametrize("seeded", ["global", "generator"])
+@pytest.mark.parametrize("name", list(INIT_FILLS))
+def test_init_on_cuda_equals_cpu_with_the_same_seed(cuda, name, seeded, dtype):
+    fill = INIT_FILLS[name]
+    out = {}
+    for dev in ("cpu", cuda):
+        ember.manual_seed(11)
+        g = ember.Generator().manual_seed(5) if seeded == "generator" else None
+        p = nn.Parameter(ember.full((6, 4, 3), 7.0, dtype=dtype, device=dev))
+        v0 = p._version
+        r = fill(p, g)
+        assert r.device.type == dev and p.device.type == dev and p.dtype == dtype
+        assert p.requires_grad and p.grad_fn is None and p._version > v0
+        out[dev] = _host(p)
+    assert not (out["cpu"] == 7.0).all()  # the fill wrote something
+    np.testing.assert_array_equal(out[cuda], out["cpu"])
+
+
+def test_init_on_cuda_with_a_cuda_generator_equals_cpu(cuda):
+    # a CUDA generator's draws are brought to the host: the same values whichever device the tensor is on
+    for fill in INIT_FILLS.values():
+        vals = []
+        for dev in ("cpu", cuda):
+            g = ember.Generator(cuda).manual_seed(9)
+            vals.append(_host(fill(ember.zeros(6, 4, 3, device=dev), g)))
+        np.testing.assert_array_equal(vals[0], vals[1])
+
+
+def test_model_initialised_on_cuda_equals_cpu_model(cuda):
+    def build(device):
+        ember.manual_seed(21)
+        return nn.Sequential(nn.Conv2d(2, 4, 3, device=device), nn.ReLU(), nn.Flatten(), nn.Linear(16, 3, device=device),
+                             nn.BatchNorm1d(3, device=device), nn.Embedding(5, 2, device=device))
+
+    cpu, gpu = build("cpu"), build(cuda)
+    for (name, a), b in zip(cpu.state_dict().items(), gpu.state_dict().values()):
+        assert b.device.type == "cuda", name
+        np.testing.assert_array_equal(_host(b), _host(a), err_msg=name)
+    # and re-initialising parameters already on the device draws the CPU's values too
+    ember.manual_seed(4)
+    ref = init.kaiming_uniform_(cpu[0].weight, a=math.sqrt(5))
+    ember.manual_seed(4)
+    np.testing.assert_array_equal(_host(init.kaiming_uniform_(gpu[0].weight, a=math.sqrt(5))), _host(ref))
+
+
+def test_init_on_cuda_errors_as_on_cpu(cuda):
+    with pytest.raises(TypeError, match="uniform_.*floating"):
+        init.uniform_(ember.zeros(3, dtype=ember.int64, device=cuda))
+    with pytest.raises(ValueError, match="eye_ got shape"):
+        init.eye_(ember.zeros(2, 2, 2, device=cuda))
+    with pytest.raises(ValueError, match="sparse_ got shape"):
+        init.sparse_(ember.zeros(2, 2, 2, device=cuda), 0.1)

@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
-from helpers import check_grad, compare_torch, rand, requires_torch, torch
+from helpers import DEVICE, check_grad, compare_torch, host, rand, requires_torch, torch
 
 import ember
 import ember.nn as nn
@@ -17,9 +17,14 @@ REDUCTIONS = ["mean", "sum", "none"]
 DTYPES = [np.float64, np.float32]
 
 
+def _e(a, **kw):
+    """A constant ember tensor on the test device (next to the parity helpers' leaves)."""
+    return ember.tensor(a, device=DEVICE, **kw)
+
+
 def _t(a):
-    """A constant ember tensor and a constant torch tensor of the same array."""
-    return ember.tensor(a), torch.tensor(a)
+    """A constant ember tensor (on the test device) and a constant torch tensor of the same array."""
+    return _e(a), torch.tensor(a)
 
 
 # ---------------------------------------------------------------------- elementwise regression losses
@@ -89,7 +94,7 @@ def test_elementwise_broadcast_warns_like_pytorch(name):
 def test_elementwise_integer_target_and_legacy_flags():
     x = rand(2, 3, dtype=np.float32)
     ti = np.array([[1, 0, 2], [0, 1, 1]])
-    compare_torch(lambda a: F.mse_loss(a, ember.tensor(ti)), lambda a: TF.mse_loss(a, torch.tensor(ti)), x)
+    compare_torch(lambda a: F.mse_loss(a, _e(ti)), lambda a: TF.mse_loss(a, torch.tensor(ti)), x)
     for sa, rd in ((False, None), (None, False), (True, True)):
         with pytest.warns(UserWarning, match="size_average and reduce"):
             r = F.l1_loss(ember.tensor(x), ember.zeros(2, 3), size_average=sa, reduce=rd)
@@ -158,7 +163,7 @@ FN_OPTS = [("cross_entropy", o) for o in sorted(CE_OPTIONS)] + [("nll_loss", o) 
 def test_class_index_gradcheck(fn, opts, layout):
     x, t, ekw, _ = _class_case(layout, CE_OPTIONS[opts])
     for reduction in REDUCTIONS:
-        check_grad(lambda a: getattr(F, fn)(a, ember.tensor(t), reduction=reduction, **ekw), x)
+        check_grad(lambda a: getattr(F, fn)(a, _e(t), reduction=reduction, **ekw), x)
 
 
 @requires_torch
@@ -180,19 +185,19 @@ def test_cross_entropy_double_backward_matches_pytorch(layout, opts):
     product) and its gradient with respect to the upstream gradient match PyTorch's."""
     x, t, ekw, tkw = _class_case(layout, CE_OPTIONS[opts], seed=5)
     for reduction in REDUCTIONS:
-        ex, tx = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
-        el = F.cross_entropy(ex, ember.tensor(t), reduction=reduction, **ekw)
+        ex, tx = _e(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        el = F.cross_entropy(ex, _e(t), reduction=reduction, **ekw)
         tl = TF.cross_entropy(tx, torch.tensor(t), reduction=reduction, **tkw)
         c = rand(*tl.shape, seed=6, low=0.5, high=1.5)
-        ec, tc = ember.tensor(c, requires_grad=True), torch.tensor(c, requires_grad=True)
+        ec, tc = _e(c, requires_grad=True), torch.tensor(c, requires_grad=True)
         (eg,) = ember.autograd.grad(el, ex, ec, create_graph=True)
         (tg,) = torch.autograd.grad(tl, tx, tc, create_graph=True)
-        np.testing.assert_allclose(eg.detach().numpy(), tg.detach().numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(host(eg), tg.detach().numpy(), rtol=1e-10, atol=1e-12)
         v = rand(*x.shape, seed=7)
-        ehx, ehc = ember.autograd.grad((eg * ember.tensor(v)).sum(), [ex, ec])
+        ehx, ehc = ember.autograd.grad((eg * _e(v)).sum(), [ex, ec])
         thx, thc = torch.autograd.grad((tg * torch.tensor(v)).sum(), [tx, tc])
-        np.testing.assert_allclose(ehx.numpy(), thx.numpy(), rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(ehc.numpy(), thc.numpy(), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(host(ehx), thx.numpy(), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(host(ehc), thc.numpy(), rtol=1e-9, atol=1e-12)
 
 
 @requires_torch
@@ -222,7 +227,7 @@ def test_cross_entropy_edge_cases_as_pytorch():
         compare_torch(lambda a, b: getattr(F, fn)(a, b), lambda a, b: getattr(TF, fn)(a, b),
                       np.zeros((0, 4)), np.zeros(0, np.int64))  # empty batch: nan
     t8 = np.array([0, 3, 1], np.uint8)  # Byte targets are accepted, as in PyTorch
-    compare_torch(lambda a: F.cross_entropy(a, ember.tensor(t8)), lambda a: TF.cross_entropy(a, torch.tensor(t8)), x)
+    compare_torch(lambda a: F.cross_entropy(a, _e(t8)), lambda a: TF.cross_entropy(a, torch.tensor(t8)), x)
     # the default ignore_index (-100) may appear among valid targets; a custom one out of [0, C) too
     compare_torch(lambda a, b: F.cross_entropy(a, b, ignore_index=7), lambda a, b: TF.cross_entropy(a, b, ignore_index=7),
                   x, np.array([7, 1, 2]))
@@ -231,9 +236,9 @@ def test_cross_entropy_edge_cases_as_pytorch():
 @requires_torch
 def test_cross_entropy_equals_log_softmax_then_nll():
     x, t, ekw, _ = _class_case("k_dim", {"weight": True, "ignore_index": 0}, seed=9)
-    a = F.cross_entropy(ember.tensor(x), ember.tensor(t), **ekw)
-    b = F.nll_loss(F.log_softmax(ember.tensor(x), 1), ember.tensor(t), **ekw)
-    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)
+    a = F.cross_entropy(_e(x), _e(t), **ekw)
+    b = F.nll_loss(F.log_softmax(_e(x), 1), _e(t), **ekw)
+    np.testing.assert_allclose(host(a), host(b), rtol=1e-12)
 
 
 # ---------------------------------------------------------------------- cross entropy with class probabilities
@@ -252,7 +257,7 @@ def _prob_case(layout, dtype=np.float64, seed=0):
 def test_prob_target_gradcheck(layout):
     x, p = _prob_case(layout)
     C = x.shape[0 if x.ndim == 1 else 1]
-    w = ember.tensor(rand(C, seed=3, low=0.5, high=2))
+    w = _e(rand(C, seed=3, low=0.5, high=2))
     for reduction in REDUCTIONS:
         check_grad(lambda a, b: F.cross_entropy(a, b, reduction=reduction, label_smoothing=0.1, weight=w), x, p)
 
@@ -320,7 +325,7 @@ def test_class_target_errors_name_the_culprit():
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_bce_gradcheck(reduction):
     x, t = rand(3, 4, seed=1, low=0.1, high=0.9), rand(3, 4, seed=2, low=0, high=1)
-    w = ember.tensor(rand(4, seed=3, low=0.5, high=2))
+    w = _e(rand(4, seed=3, low=0.5, high=2))
     check_grad(lambda a, b: F.binary_cross_entropy(a, b, reduction=reduction), x, t)
     check_grad(lambda a, b: F.binary_cross_entropy(a, b, weight=w, reduction=reduction), x, t)
 
@@ -347,7 +352,7 @@ ZERO_D = {  # name -> (ember fn, torch fn, 0-d float arguments)
     "huber": (F.huber_loss, lambda *a, **k: TF.huber_loss(*a, **k), (0.3, 3.0)),
     "bce": (F.binary_cross_entropy, lambda *a, **k: TF.binary_cross_entropy(*a, **k), (0.25, 0.7)),
     "bce_saturated": (F.binary_cross_entropy, lambda *a, **k: TF.binary_cross_entropy(*a, **k), (0.0, 1.0)),
-    "bce_weighted": (lambda a, b, **k: F.binary_cross_entropy(a, b, weight=ember.tensor(2.0), **k),
+    "bce_weighted": (lambda a, b, **k: F.binary_cross_entropy(a, b, weight=_e(2.0), **k),
                      lambda a, b, **k: TF.binary_cross_entropy(a, b, weight=torch.tensor(2.0), **k), (0.5, 1.0)),
     "bce_with_logits": (F.binary_cross_entropy_with_logits,
                         lambda *a, **k: TF.binary_cross_entropy_with_logits(*a, **k), (-30.0, 0.2)),
@@ -397,7 +402,7 @@ def test_bce_errors():
 def test_bce_with_logits_gradcheck(reduction):
     x, t = rand(3, 4, seed=1, low=-3, high=3), rand(3, 4, seed=2, low=0, high=1)
     check_grad(lambda a, b: F.binary_cross_entropy_with_logits(a, b, reduction=reduction), x, t)
-    w, pw = ember.tensor(rand(3, 4, seed=3, low=0.5, high=2)), ember.tensor(rand(4, seed=4, low=0.5, high=3))
+    w, pw = _e(rand(3, 4, seed=3, low=0.5, high=2)), _e(rand(4, seed=4, low=0.5, high=3))
     check_grad(lambda a, b: F.binary_cross_entropy_with_logits(a, b, w, reduction=reduction, pos_weight=pw), x, t)
 
 
@@ -474,7 +479,7 @@ def test_kl_div_parity(reduction, log_target, dtype):
 def test_kl_div_zero_target_and_mean_warning():
     x = rand(2, 3, seed=5, low=-2, high=0)
     t = np.array([[0.0, 0.5, 0.5], [1.0, 0.0, 0.0]])
-    compare_torch(lambda a: F.kl_div(a, ember.tensor(t), reduction="sum"),
+    compare_torch(lambda a: F.kl_div(a, _e(t), reduction="sum"),
                   lambda a: TF.kl_div(a, torch.tensor(t), reduction="sum"), x)
     with pytest.warns(UserWarning, match="batchmean"):
         F.kl_div(ember.tensor(x), ember.tensor(t))
@@ -529,7 +534,7 @@ def test_loss_module_loads_pytorch_state_dict():
     em = nn.CrossEntropyLoss(weight=ember.ones(3))
     em.load_state_dict({k: ember.tensor(v.numpy()) for k, v in tm.state_dict().items()})
     np.testing.assert_array_equal(em.weight.numpy(), [1.0, 2.0, 0.5])
-    compare_torch(em, tm, *_module_inputs(em))
+    compare_torch(em.to(DEVICE), tm, *_module_inputs(em))
     pm = nn.BCEWithLogitsLoss(pos_weight=ember.ones(3))
     assert list(pm.state_dict()) == ["pos_weight"] and pm.weight is None
 

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import check_grad, compare_torch, noncontig, rand, requires_torch, torch
+from helpers import DEVICE, check_grad, compare_torch, noncontig, rand, requires_torch, torch
 
 import ember
 import ember.nn as nn
@@ -155,7 +155,7 @@ IDX = np.array([[1, 3, 3], [0, 1, 4]], np.int64)
 
 def test_embedding_gradcheck():
     # padding_idx and scale_grad_by_freq deliberately alter the true gradient: checked against PyTorch below
-    check_grad(lambda w: F.embedding(ember.tensor(IDX), w), rand(5, 2))
+    check_grad(lambda w: F.embedding(ember.tensor(IDX, device=DEVICE), w), rand(5, 2))
 
 
 @pytest.mark.parametrize("padding_idx,scale", [(None, True), (3, False), (3, True)])
@@ -166,7 +166,8 @@ def test_embedding_modified_gradient_is_twice_differentiable(padding_idx, scale)
     sg = EmbeddingBackward().forward(g, IDX, 5, padding_idx, scale)
     sth = EmbeddingGather().forward(h, IDX, padding_idx, scale)
     np.testing.assert_allclose((sg * h).sum(), (g * sth).sum(), rtol=1e-12)
-    check_grad(lambda gz: EmbeddingBackward.apply(gz, IDX, 5, padding_idx, scale), g)
+    idx = ember.tensor(IDX, device=DEVICE).data  # the op takes the index array on the gradient's device
+    check_grad(lambda gz: EmbeddingBackward.apply(gz, idx, 5, padding_idx, scale), g)
 
 
 @requires_torch

@@ -2,7 +2,7 @@
 gradients (incl. double backward), PyTorch parity, running statistics, train/eval, errors, repr."""
 import numpy as np
 import pytest
-from helpers import check_grad, compare_torch, noncontig, rand, requires_torch, torch
+from helpers import DEVICE, check_grad, compare_torch, host, noncontig, rand, requires_torch, torch
 
 import ember
 import ember.nn as nn
@@ -32,7 +32,7 @@ def test_batch_norm_training_gradcheck(shape):
 @pytest.mark.parametrize("shape", BN_SHAPES, ids=str)
 def test_batch_norm_eval_gradcheck(shape):
     c = shape[1]
-    rm, rv = ember.tensor(rand(c, seed=5)), ember.tensor(rand(c, seed=6, low=0.5, high=2))
+    rm, rv = ember.tensor(rand(c, seed=5), device=DEVICE), ember.tensor(rand(c, seed=6, low=0.5, high=2), device=DEVICE)
     check_grad(lambda a, w, b: F.batch_norm(a, rm, rv, w, b, training=False), rand(*shape), *_affine(c))
 
 
@@ -44,7 +44,7 @@ def test_batch_norm_eval_gradcheck(shape):
 def test_batch_norm_parity_and_running_stats(shape, training, affine, dtype):
     c = shape[1]
     stats = [rand(c, seed=5, dtype=dtype), rand(c, seed=6, low=0.5, high=2, dtype=dtype)]
-    e_stats = [ember.tensor(s) for s in stats]
+    e_stats = [ember.tensor(s, device=DEVICE) for s in stats]
     t_stats = [torch.tensor(s) for s in stats]
     params = list(_affine(c, dtype)) if affine else []
 
@@ -54,7 +54,7 @@ def test_batch_norm_parity_and_running_stats(shape, training, affine, dtype):
         return f
     compare_torch(run(e_stats, F.batch_norm), run(t_stats, TF.batch_norm), rand(*shape, dtype=dtype), *params)
     for e, t in zip(e_stats, t_stats):  # running statistics updated in place (training) or left alone (eval)
-        np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(host(e), t.numpy(), rtol=1e-6)
         assert e.dtype == ember.float32 if dtype == np.float32 else e.dtype == ember.float64
 
 
@@ -222,7 +222,8 @@ def test_group_norm_errors():
 
 
 # (op on float32 x (8, 3, 4), γ and β of shape c): float32 output and gradients, no silent upcast
-FLOAT32 = [(lambda x, w, b: F.batch_norm(x, ember.zeros(3), ember.ones(3), w, b, training=True), (3,)),
+FLOAT32 = [(lambda x, w, b: F.batch_norm(x, ember.zeros(3, device=x.device), ember.ones(3, device=x.device), w, b,
+                                         training=True), (3,)),
            (lambda x, w, b: F.layer_norm(x, (3, 4), w, b), (3, 4)),
            (lambda x, w, b: F.group_norm(x, 3, w, b), (3,))]
 

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from .._tensor import TENSOR_TYPES, Slot, Tensor, bump_version, make
+from .._tensor import TENSOR_TYPES, Slot, Tensor, bump_version, make, on_device_of, writable
 from .function import FREED, Node, free_buffers
 from ..backend import array_module
 from .grad_mode import MODE
@@ -40,7 +40,8 @@ def _root_grads(outputs: list, grads, create_graph: bool, op: str) -> list:
             if t.data.size != 1:
                 raise RuntimeError(f"grad can be implicitly created only for scalar outputs; {op} got an output of shape "
                                    f"{list(t.shape)}: pass gradient=<tensor of that shape> (e.g. ones_like(output))")
-            g = make(array_module(t.data).ones_like(t.data))
+            with on_device_of(t.data):
+                g = make(array_module(t.data).ones_like(t.data))
         else:
             if not isinstance(g, Tensor):
                 from .. import ops
@@ -93,7 +94,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, c
     for i, g in enumerate(result):
         if g is None:
             if materialize_grads:
-                result[i] = make(array_module(inputs[i].data).zeros_like(inputs[i].data))
+                with on_device_of(inputs[i].data):
+                    result[i] = make(array_module(inputs[i].data).zeros_like(inputs[i].data))
             elif not allow_unused:
                 raise RuntimeError(f"One of the differentiated Tensors (inputs[{i}], shape {list(inputs[i].shape)}) appears to "
                                    f"not have been used in the graph. Set allow_unused=True if this is the desired behavior.")
@@ -338,14 +340,15 @@ class _Run:
             a = g.data
             # a view may share memory with something the user can see; it cannot when its base
             # is referenced by this view alone (e.g. a reshape of a fresh result): 2 = view + argument
-            if ((a.base is not None and _refcount(a.base) > 2) or id(a) in self.stolen
+            # (NumPy only: CuPy's views name their base differently, so a device view is always copied)
+            if ((a.base is not None and (a.__class__ is not _ndarray or _refcount(a.base) > 2)) or id(a) in self.stolen
                     or not a.flags.c_contiguous):
                 a = a.copy()
             self.stolen.add(id(a))
             t.grad = make(a)
         elif self.create_graph or old.requires_grad:
             t.grad = old + g
-        elif old.data.flags.writeable and old.data.shape == g.data.shape:
+        elif old.data.shape == g.data.shape and writable(old.data):
             old.data += g.data  # in place, as PyTorch accumulates when grad mode is off
             bump_version(old)
         else:
@@ -353,6 +356,7 @@ class _Run:
 
 
 _refcount = sys.getrefcount
+_ndarray = np.ndarray
 
 
 def _call_hooks(hooks: list, g):
@@ -365,8 +369,8 @@ def _call_hooks(hooks: list, g):
 
 def _check_anomaly(node: Node, grads) -> None:
     for i, g in enumerate(grads):
-        if g is not None and g.data.dtype.kind == "f" and not np.isfinite(g.data).all():
-            bad = "nan" if np.isnan(g.data).any() else "inf"
+        if g is not None and g.data.dtype.kind == "f" and not bool(np.isfinite(g.data).all()):
+            bad = "nan" if bool(np.isnan(g.data).any()) else "inf"
             msg = f"Function '{node.name()}' returned {bad} values in its {_ordinal(i)} output."
             if node.trace:
                 msg += "\n\nTraceback of the forward call that created this node:\n" + node.trace

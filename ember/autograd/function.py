@@ -206,7 +206,8 @@ class Op(Node):
         node = _new(cls)
         if len(args) == 2 and not kwargs:  # the common case of two tensors (fused backward ops), unrolled
             a, b = args
-            if a.__class__ is Tensor and b.__class__ is Tensor and a.data.__class__ is b.data.__class__:
+            # (NumPy arrays only: two device arrays of one type may still live on two GPUs)
+            if a.__class__ is Tensor and b.__class__ is Tensor and a.data.__class__ is b.data.__class__ is _ndarray:
                 out = node.forward(a.data, b.data)
                 if out.__class__ is not _ndarray and isinstance(out, _generic):
                     out = np.asarray(out)
@@ -221,7 +222,7 @@ class Op(Node):
                 d = a.data
                 if kind is None:
                     kind = d.__class__
-                elif d.__class__ is not kind:
+                elif d.__class__ is not kind or kind is not _ndarray:
                     from ..backend import check_same_device
                     check_same_device(cls.__name__.lower(), [t.data for t in args if isinstance(t, Tensor)])
                 arrays.append(d)

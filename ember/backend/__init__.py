@@ -57,6 +57,7 @@ _NULL = contextlib.nullcontext()
 _UNSET = object()
 CUDA = _UNSET  # the CudaBackend once looked for (None when there is no usable GPU); see cuda_backend()
 _cuda_why = ""  # why there is no CUDA backend, for the error message
+RESET_HOOKS: list = []  # called when the CUDA backend is installed or forgotten (per-device caches drop)
 
 
 def register_array_type(array_type: type, device_of, module) -> None:
@@ -125,10 +126,13 @@ def install_cuda(cp, cpx):
     old = CUDA if CUDA is not _UNSET else None
     if old is not None:
         _ARRAY_TYPES.pop(old.ndarray, None)
-    CUDA = CudaBackend(cp, cpx)
+    be = CudaBackend(cp, cpx)
+    CUDA = be
     register_array_type(cp.ndarray, CUDA.device_of, cp)
     _cuda_why = ""
-    return CUDA
+    for hook in RESET_HOOKS:
+        hook()
+    return be
 
 
 def uninstall_cuda() -> None:
@@ -137,6 +141,8 @@ def uninstall_cuda() -> None:
     if CUDA is not _UNSET and CUDA is not None:
         _ARRAY_TYPES.pop(CUDA.ndarray, None)
     CUDA = _UNSET
+    for hook in RESET_HOOKS:
+        hook()
 
 
 def require_cuda(dev: device | None = None):

@@ -46,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output folder (default: runs/DATASET-MODEL)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.safetensors")
     p.add_argument("--min-accuracy", type=float, default=0.0, help="exit with status 1 below this test accuracy")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N: where the model trains")
 
     p = sub.add_parser("evaluate", help="evaluate a saved model on a dataset's test split")
     p.add_argument("--checkpoint", required=True, help="model.safetensors or checkpoint.safetensors from train")
@@ -53,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", choices=tuple(MODELS), help="default: the model the checkpoint names")
     p.add_argument("--data-dir", default="data")
     p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
 
     p = sub.add_parser("data", help="fetch datasets")
     data_sub = p.add_subparsers(dest="data_command", required=True, metavar="ACTION", parser_class=_Parser)

@@ -155,13 +155,19 @@ def _flat(logits, y) -> tuple:
     return logits, y
 
 
+def _device_of(model: nn.Module) -> ember.device:
+    return next(model.parameters()).device
+
+
 def run_epoch_eval(model: nn.Module, loader: DataLoader) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of `model` over `loader` (per sample, or per predicted
-    character for sequence models), in eval mode under `no_grad`."""
+    character for sequence models), in eval mode under `no_grad`, on the model's device."""
     model.eval()
+    dev = _device_of(model)
     total_loss, correct, n = 0.0, 0, 0
     with ember.no_grad():
         for x, y in loader:
+            x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
             logits, y = _flat(model(x), y)
             total_loss += F.cross_entropy(logits, y, reduction="sum").item()
             correct += int((logits.argmax(dim=1) == y).sum().item())
@@ -179,12 +185,15 @@ def _progress(total: int, desc: str):
 
 
 def train_one_epoch(model, opt, loader: DataLoader, desc: str) -> tuple[float, float, float]:
-    """One pass over `loader`: (mean loss, accuracy, seconds)."""
+    """One pass over `loader` on the model's device: (mean loss, accuracy, seconds)."""
     model.train()
+    dev = _device_of(model)
     bar = _progress(len(loader), desc)
     total_loss, correct, n = 0.0, 0, 0
     t0 = time.perf_counter()
     for i, (x, y) in enumerate(loader):
+        # batches come pinned on CUDA (see `train`), so these copies are asynchronous
+        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
         logits, y = _flat(model(x), y)
         loss = F.cross_entropy(logits, y)
         opt.zero_grad()
@@ -216,6 +225,14 @@ def _config(args: argparse.Namespace) -> dict[str, Any]:
     if args.workers < 0:
         raise CLIError(f"--workers must be 0 (load in the main process) or more, got {args.workers}")
     return cfg
+
+
+def _device(name: str) -> ember.device:
+    """The device of `--device` (checked to exist: one clear line when CUDA is unavailable)."""
+    try:
+        return ember.backend.resolve(name)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise CLIError(f"--device {name}: {e}") from None
 
 
 def _write_curves(history: list[dict], path: str) -> bool:
@@ -253,8 +270,8 @@ def _write_json(obj: Any, path: str) -> None:
 
 def _restore(ckpt_path: str, cfg: dict, model, opt, sched) -> tuple[int, list]:
     """Load a training checkpoint into model/optimizer/scheduler and the RNG: (epochs done, history)."""
-    try:
-        ckpt = ember.load(ckpt_path)
+    try:  # into host memory: load_state_dict then copies to the model's and optimizer's device
+        ckpt = ember.load(ckpt_path, map_location="cpu")
     except (OSError, ValueError) as e:
         raise CLIError(f"cannot resume from {ckpt_path}: {e}") from None
     saved = ckpt.get("config", {})
@@ -272,6 +289,7 @@ def _restore(ckpt_path: str, cfg: dict, model, opt, sched) -> tuple[int, list]:
 
 def train(args: argparse.Namespace) -> int:
     cfg = _config(args)
+    device = _device(getattr(args, "device", "cpu"))
     out = args.out or os.path.join("runs", f"{cfg['dataset']}-{cfg['model']}")
     os.makedirs(out, exist_ok=True)
     ckpt_path = os.path.join(out, "checkpoint.safetensors")
@@ -281,6 +299,7 @@ def train(args: argparse.Namespace) -> int:
         model = build_model(cfg["model"], data.in_shape, data.num_classes)
     except ValueError as e:
         raise CLIError(str(e)) from None
+    model.to(device)  # before the optimizer is made: its state lives where the parameters do
     opt = make_optimizer(cfg["optimizer"], model.parameters(), cfg["lr"], cfg["weight_decay"])
     sched = make_scheduler(cfg["scheduler"], opt, cfg["epochs"])
     model_cfg = dict(model=cfg["model"], dataset=cfg["dataset"], in_shape=list(data.in_shape),
@@ -295,12 +314,14 @@ def train(args: argparse.Namespace) -> int:
         print(f"no checkpoint at {ckpt_path}: starting from scratch")
     # Fresh (non-persistent) workers each epoch draw their seeds from the default generator at
     # that epoch, which the checkpoint restores: resumed runs see the same augmentations.
-    train_loader = DataLoader(data.train, batch_size=cfg["batch_size"], shuffle=True, num_workers=args.workers)
-    test_loader = DataLoader(data.test, batch_size=1000, num_workers=args.workers)
+    pin = device.type == "cuda"
+    train_loader = DataLoader(data.train, batch_size=cfg["batch_size"], shuffle=True, num_workers=args.workers,
+                              pin_memory=pin)
+    test_loader = DataLoader(data.test, batch_size=1000, num_workers=args.workers, pin_memory=pin)
     print(f"ember {ember.__version__}: {cfg['model']} ({count_parameters(model):,} parameters) on {cfg['dataset']} "
           f"({len(data.train):,} train / {len(data.test):,} test), {cfg['optimizer']} lr={cfg['lr']:g} "
           f"weight_decay={cfg['weight_decay']:g} scheduler={cfg['scheduler']}, batch {cfg['batch_size']}, "
-          f"{cfg['epochs']} epochs, seed {cfg['seed']}, {args.workers} workers -> {out}")
+          f"{cfg['epochs']} epochs, seed {cfg['seed']}, {args.workers} workers, device {device} -> {out}")
     for epoch in range(start + 1, cfg["epochs"] + 1):
         lr = opt.param_groups[0]["lr"]
         train_loss, train_acc, seconds = train_one_epoch(model, opt, train_loader, f"epoch {epoch}/{cfg['epochs']}")
@@ -323,7 +344,7 @@ def train(args: argparse.Namespace) -> int:
     curves = os.path.join(out, "curves.png")
     plotted = _write_curves(history, curves)
     final_loss, final_acc = run_epoch_eval(model, test_loader)
-    reloaded = _load_model(model_path)
+    reloaded = _load_model(model_path, device=device)
     re_loss, re_acc = run_epoch_eval(reloaded, test_loader)
     same = re_acc == final_acc and re_loss == final_loss
     print(f"saved {model_path}, {os.path.join(out, 'metrics.json')}"
@@ -341,10 +362,11 @@ def train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_model(path: str, model_name: str | None = None) -> nn.Module:
-    """A fresh model rebuilt from a checkpoint's config (or as `model_name`), with its weights."""
+def _load_model(path: str, model_name: str | None = None, device: ember.device = ember.backend.CPU) -> nn.Module:
+    """A fresh model rebuilt from a checkpoint's config (or as `model_name`), with its weights, on `device`
+    (wherever the checkpoint was saved from)."""
     try:
-        ckpt = ember.load(path)
+        ckpt = ember.load(path, map_location="cpu")
     except FileNotFoundError:
         raise CLIError(f"no checkpoint at {path}") from None
     except (OSError, ValueError) as e:
@@ -367,11 +389,11 @@ def _load_model(path: str, model_name: str | None = None) -> nn.Module:
                 f"holds weights that do not fit a {name} model for inputs {tuple(cfg['in_shape'])}")
         raise CLIError(f"{path} {what}: {detail}") from None
     model.config = cfg
-    return model
+    return model.to(device)
 
 
 def evaluate_checkpoint(args: argparse.Namespace) -> int:
-    model = _load_model(args.checkpoint, args.model)
+    model = _load_model(args.checkpoint, args.model, _device(getattr(args, "device", "cpu")))
     cfg = model.config
     name = args.dataset or cfg.get("dataset")
     if name is None:
@@ -380,7 +402,8 @@ def evaluate_checkpoint(args: argparse.Namespace) -> int:
     if tuple(data.in_shape) != tuple(cfg["in_shape"]):
         raise CLIError(f"{args.checkpoint} was trained on inputs of shape {tuple(cfg['in_shape'])}, "
                        f"but {name} has {tuple(data.in_shape)}")
-    loss, acc = run_epoch_eval(model, DataLoader(data.test, batch_size=1000, num_workers=args.workers))
+    loss, acc = run_epoch_eval(model, DataLoader(data.test, batch_size=1000, num_workers=args.workers,
+                                                 pin_memory=_device_of(model).type == "cuda"))
     print(f"{args.checkpoint}: {cfg['model']} on {name} test split ({len(data.test):,} samples): "
           f"loss {loss:.4f}, accuracy {acc:.4f}")
     return 0

@@ -5,6 +5,15 @@ from ember's global generator, or from `generator=` (an `ember.Generator`), in t
 The fan of a weight is computed as PyTorch does: fan_in = size(1)·receptive field,
 fan_out = size(0)·receptive field, the receptive field being the product of the dims after the
 first two.
+
+Devices: the values are drawn on the host, from ember's CPU generator (the global one, or a CPU
+`generator=`), and copied into the tensor's array on its device. A model initialised on CUDA
+therefore holds exactly the values of the same model initialised on the CPU after the same
+`manual_seed`, and a training run can move between devices without changing its initialisation.
+(PyTorch draws a CUDA tensor's values with the GPU's generator instead; its CPU and CUDA models
+differ.) A CUDA `generator=` is accepted too: its draws are brought to the host, so the two
+devices also agree for one seed of a CUDA generator. Initialisation runs once per parameter, so
+the host-to-device copy costs nothing that matters.
 """
 from __future__ import annotations
 
@@ -13,6 +22,7 @@ import warnings
 
 import numpy as np
 
+from .. import backend
 from .._creation import _gen
 from .._tensor import Tensor, bump_version
 
@@ -60,17 +70,54 @@ def _float(tensor: Tensor, fn: str) -> np.dtype:
 
 
 def _write(tensor: Tensor, values) -> Tensor:
-    """Copy values into the tensor's array (in place, no autograd) and record the change."""
-    tensor.data[...] = values
+    """Copy values (a host array or a scalar) into the tensor's array on its device (in place, no autograd)
+    and record the change."""
+    a = tensor.data
+    if a.__class__ is not np.ndarray and isinstance(values, np.ndarray):
+        values = backend.transfer(values, backend.device_of(a))
+    a[...] = values
     bump_version(tensor)
     return tensor
+
+
+class _HostDraws:
+    """Random draws as host arrays from `generator`: a CPU one (or ember's global generator) draws with its NumPy
+    generator; a CUDA one draws on its device and the values are copied to the host."""
+
+    __slots__ = ("np", "dev")
+
+    def __init__(self, generator) -> None:
+        if generator is None or generator.device.type == "cpu":
+            self.np, self.dev = _gen(generator), None
+        else:
+            self.np, self.dev = None, generator
+
+    def random(self, shape, dtype=np.float64) -> np.ndarray:
+        if self.np is not None:
+            return self.np.random(shape, dtype=dtype)
+        return backend.to_host(self.dev.random(shape, dtype))
+
+    def standard_normal(self, shape, dtype=np.float64) -> np.ndarray:
+        if self.np is not None:
+            return self.np.standard_normal(shape, dtype=dtype)
+        return backend.to_host(self.dev.standard_normal(shape, dtype))
+
+    def normal(self, mean: float, std: float, n: int) -> np.ndarray:
+        if self.np is not None:
+            return self.np.normal(mean, std, n)
+        return mean + std * self.standard_normal(n)
+
+    def uniform(self, a: float, b: float, n: int) -> np.ndarray:
+        if self.np is not None:
+            return self.np.uniform(a, b, n)
+        return a + (b - a) * self.random(n)
 
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
     """Fill with values drawn from U(a, b)."""
     _check(tensor, "uniform_")
     d = _float(tensor, "uniform_")
-    u = _gen(generator).random(tensor.data.shape, dtype=d if d.itemsize >= 4 else np.float32)
+    u = _HostDraws(generator).random(tensor.data.shape, dtype=d if d.itemsize >= 4 else np.float32)
     u *= b - a
     u += a
     return _write(tensor, u)
@@ -80,7 +127,7 @@ def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None)
     """Fill with values drawn from N(mean, std²)."""
     _check(tensor, "normal_")
     d = _float(tensor, "normal_")
-    z = _gen(generator).standard_normal(tensor.data.shape, dtype=d if d.itemsize >= 4 else np.float32)
+    z = _HostDraws(generator).standard_normal(tensor.data.shape, dtype=d if d.itemsize >= 4 else np.float32)
     z *= std
     z += mean
     return _write(tensor, z)
@@ -97,7 +144,7 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
-    rng = _gen(generator)
+    rng = _HostDraws(generator)
     shape, n = tensor.data.shape, tensor.data.size
     out = np.empty(n, np.float64)
     pending = np.arange(n)
@@ -140,7 +187,7 @@ def eye_(tensor: Tensor) -> Tensor:
     _check(tensor, "eye_")
     if tensor.data.ndim != 2:
         raise ValueError(f"Only tensors with 2 dimensions are supported (eye_ got shape {list(tensor.shape)})")
-    return _write(tensor, np.eye(*tensor.data.shape, dtype=tensor.data.dtype))
+    return _write(tensor, np.eye(*tensor.data.shape, dtype=tensor.data.dtype))  # built on the host
 
 
 def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
@@ -154,7 +201,7 @@ def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
         raise ValueError(f"dim 0 must be divisible by groups (dirac_ got {a.shape[0]} and groups={groups})")
     per = a.shape[0] // groups
     k = min(per, a.shape[1])
-    w = np.zeros(a.shape, a.dtype)
+    w = np.zeros(a.shape, a.dtype)  # built on the host, then copied to the tensor's device
     centre = tuple(s // 2 for s in a.shape[2:])
     d = np.arange(k)
     for g in range(groups):
@@ -241,7 +288,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1, generator=None) -> Tensor:
         return tensor
     rows = tensor.shape[0]
     cols = tensor.data.size // rows
-    flat = _gen(generator).standard_normal((rows, cols))
+    flat = _HostDraws(generator).standard_normal((rows, cols))
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)
@@ -258,9 +305,12 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) 
         raise ValueError(f"Only tensors with 2 dimensions are supported (sparse_ got shape {list(tensor.shape)})")
     rows, cols = tensor.shape
     num_zeros = math.ceil(sparsity * rows)
-    rng = _gen(generator)
-    normal_(tensor, 0.0, std, generator)
+    d = _float(tensor, "sparse_")
+    rng = _HostDraws(generator)
+    # normal_'s draws, then the zeros, on the host; one copy to the tensor's device
+    z = rng.standard_normal((rows, cols), dtype=d if d.itemsize >= 4 else np.float32)
+    z *= std
     # each column's first num_zeros rows of an independent random permutation
     zero_rows = np.argsort(rng.random((rows, cols)), axis=0)[:num_zeros]
-    tensor.data[zero_rows, np.arange(cols)] = 0
-    return tensor
+    z[zero_rows, np.arange(cols)] = 0
+    return _write(tensor, z)

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _dtype as dt
 from .. import backend
-from .._tensor import Tensor, make
+from .._tensor import Tensor, make, on_device_of
 from ..autograd.function import Op, _record
 from ..autograd.grad_mode import MODE
 
@@ -51,6 +51,9 @@ def _promoted(x, y, op: str):
 
 
 def _check_broadcast(x, y, op: str) -> None:
+    """After an op failed with a ValueError: PyTorch's error for operands on two devices or shapes that do not
+    broadcast (CuPy reports arrays on two GPUs as a ValueError too)."""
+    backend.check_same_device(op, (x, y))
     try:
         np.broadcast_shapes(np.shape(x), np.shape(y))
     except ValueError:
@@ -100,7 +103,8 @@ def binary(cls, a, b, name: str) -> Tensor:
     except OverflowError:
         # a Python int outside an integer tensor's range (uint8 + -3) wraps around, as in PyTorch
         d = x.dtype if hasattr(x, "dtype") else y.dtype
-        x, y = (np.asarray(v).astype(d) if v.__class__ is int else v for v in (x, y))
+        # as a NumPy scalar, which a device array accepts as it is (no allocation on any device)
+        x, y = (np.asarray(v).astype(d)[()] if v.__class__ is int else v for v in (x, y))
         out = node.forward(x, y)
     if out.__class__ is not _ndarray and isinstance(out, _generic):
         out = np.asarray(out)
@@ -280,7 +284,10 @@ class Pow(BinaryOp):
         if _is_bool(x) and _is_bool(y):
             if y.__class__ is not bool:
                 raise NotImplementedError("pow(): not implemented for two bool tensors; convert them with .int() first")
-            return x.copy() if y else np.ones_like(x)  # x ** True = x, x ** False = True (as PyTorch, bool result)
+            if y:
+                return x.copy()  # x ** True = x, x ** False = True (as PyTorch, bool result)
+            with on_device_of(x):
+                return backend.array_module(x).ones_like(x)
         if isinstance(y, int) and not isinstance(y, bool) and y < 0 and getattr(x, "dtype", np.dtype("f")).kind in "iub":
             raise RuntimeError("pow(): Integers to negative integer powers are not allowed.")
         if (hasattr(y, "dtype") and y.dtype.kind == "i" and (isinstance(x, int) or getattr(x, "dtype", np.dtype("f")).kind in "iub")
@@ -399,10 +406,12 @@ class Atan2(BinaryOp):
 def _int_pow_negative(x, y):
     """Integer x ** y where some exponents are negative (a tensor exponent: PyTorch defines it, NumPy raises):
     the truncated integer power, so 1 ** -n = 1, (-1) ** -n = ±1 by parity, anything else (0 included) gives 0."""
-    neg = y < 0
-    z = np.power(x, np.where(neg, 0, y).astype(y.dtype, copy=False))
-    small = np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0))
-    return np.where(neg, small, z).astype(z.dtype, copy=False)
+    xp = backend.array_module(y)
+    with on_device_of(y):
+        neg = y < 0
+        z = np.power(x, xp.where(neg, 0, y).astype(y.dtype, copy=False))
+        small = xp.where(x == 1, 1, xp.where(x == -1, xp.where(y % 2 == 0, 1, -1), 0))
+        return xp.where(neg, small, z).astype(z.dtype, copy=False)
 
 
 def _is_bool(v) -> bool:
@@ -415,7 +424,8 @@ def _check_int_zero(y, x, op):
     ints = getattr(x, "dtype", None) is not None and x.dtype.kind in "iub" or isinstance(x, int)
     if ints and (getattr(y, "dtype", None) is not None and y.dtype.kind in "iub" or isinstance(y, int)):
         # an empty operand means an empty result: nothing is divided, so nothing can fail (as PyTorch)
-        if np.size(x) and np.size(y) and np.any(np.asarray(y) == 0):
+        # a Python bool from a device array synchronises, acceptable for an integer division's check
+        if np.size(x) and np.size(y) and bool((y == 0).any() if hasattr(y, "any") else y == 0):
             raise RuntimeError(f"ZeroDivisionError: integer {op} by zero")
 
 
@@ -533,7 +543,7 @@ class BroadcastTo(Op):
     def forward(self, x, shape):
         self.in_shape = x.shape
         try:
-            return np.broadcast_to(x, shape)
+            return backend.array_module(x).broadcast_to(x, shape)
         except ValueError:
             raise RuntimeError(f"expand/broadcast_to: the expanded size of the tensor must match the existing size "
                                f"at non-singleton dimensions: cannot broadcast {list(x.shape)} to {list(shape)}") from None
@@ -553,7 +563,7 @@ class Where(Op):
     """z = cond ? x : y;  dz/dx = cond, dz/dy = not cond."""
 
     def forward(self, cond, x, y):
-        return np.where(cond, x, y)
+        return backend.array_module(cond).where(cond, x, y)
 
     def backward(self, gz, cond, x, y):
         gx = sum_to(where(cond, gz, 0.0), x.shape) if self.needs(1) else None
@@ -566,7 +576,13 @@ def where(condition, input=None, other=None) -> Tensor:
     if input is None and other is None:
         from .indexing import nonzero
         return nonzero(condition, as_tuple=True)
-    cond = condition if isinstance(condition, Tensor) else make(np.asarray(condition))
+    # constants (a Python/NumPy condition, scalar input/other) are made on the device of the tensors given
+    like = next((t.data for t in (condition, input, other) if isinstance(t, Tensor)), None)
+    xp = np if like is None else backend.array_module(like)
+    cond = condition
+    if not isinstance(cond, Tensor):
+        cond = np.asarray(cond)
+        cond = make(cond if like is None else backend.transfer(cond, backend.device_of(like)))
     if cond.data.dtype != np.bool_:
         if cond.data.dtype != np.uint8:
             raise RuntimeError(f"where(): expected condition to be a bool tensor, got a tensor with dtype {cond.dtype}")
@@ -583,8 +599,9 @@ def where(condition, input=None, other=None) -> Tensor:
     except ValueError:
         raise RuntimeError(f"where(): condition {list(cond.shape)}, input {list(np.shape(xd))} and other "
                            f"{list(np.shape(yd))} cannot be broadcast together") from None
-    x = (x if x.data.dtype == target else x.to(dt.FROM_NP[target])) if isinstance(x, Tensor) else make(np.asarray(x, target))
-    y = (y if y.data.dtype == target else y.to(dt.FROM_NP[target])) if isinstance(y, Tensor) else make(np.asarray(y, target))
+    with on_device_of(like):
+        x, y = ((v if v.data.dtype == target else v.to(dt.FROM_NP[target])) if isinstance(v, Tensor)
+                else make(xp.asarray(v, target)) for v in (x, y))
     return Where.apply(cond, x, y)
 
 
@@ -727,7 +744,8 @@ def logical_xor(input, other) -> Tensor:
 
 def equal(input: Tensor, other: Tensor) -> bool:
     """True when both tensors have the same shape and elements."""
-    return input.shape == other.shape and bool(np.array_equal(input.data, other.data))
+    backend.check_same_device("equal", (input.data, other.data))
+    return input.shape == other.shape and bool(backend.array_module(input.data).array_equal(input.data, other.data))
 
 
 def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
@@ -736,12 +754,16 @@ def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
 
 
 def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
-    return bool(np.allclose(input.data, other.data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    backend.check_same_device("allclose", (input.data, other.data))
+    xp = backend.array_module(input.data)
+    return bool(xp.allclose(input.data, other.data, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
     o = other.data if isinstance(other, Tensor) else other
-    return make(np.asarray(np.isclose(input.data, o, rtol=rtol, atol=atol, equal_nan=equal_nan)))
+    backend.check_same_device("isclose", (input.data, o))
+    xp = backend.array_module(input.data)
+    return make(xp.asarray(xp.isclose(input.data, o, rtol=rtol, atol=atol, equal_nan=equal_nan)))
 
 
 _add, _mul, _div, _pow = _binop(Add, "add"), _binop(Mul, "mul"), _binop(Div, "div"), _binop(Pow, "pow")

@@ -7,7 +7,7 @@ import numpy as np
 from .. import _creation as C
 from .. import _dtype as dt
 from .. import backend
-from .._tensor import Tensor, make
+from .._tensor import Tensor, make, on_device_of
 from ..autograd.function import Op
 from . import arithmetic as A
 from . import unary as U
@@ -96,10 +96,11 @@ def type_(self: Tensor, dtype=None, non_blocking: bool = False):
 
 
 def as_tensor_like(value, like: Tensor) -> Tensor:
-    """`value` (number, array or Tensor) as a tensor of like's dtype."""
+    """`value` (number, array or Tensor) as a tensor of like's dtype, on like's device."""
     if isinstance(value, Tensor):
         return value
-    return make(np.asarray(value, like.data.dtype))
+    with on_device_of(like.data):
+        return make(backend.array_module(like.data).asarray(value, like.data.dtype))
 
 
 # NumPy ufuncs called on Tensors (np.add(a, t), np_array * t, np.exp(t)) run as ember ops.

@@ -18,7 +18,8 @@ import operator
 import numpy as np
 
 from .. import _dtype as dt
-from .._tensor import Tensor, _dim, _to_array, as_view, bump_version, make
+from .. import backend
+from .._tensor import Tensor, _dim, _to_array, as_view, bump_version, make, on_device_of
 from ..autograd.function import Op, _record
 from ..autograd.grad_mode import MODE
 from . import arithmetic as A
@@ -29,18 +30,20 @@ __all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "mas
 
 _new = object.__new__
 _ndarray = np.ndarray
+_HOST = np.empty(0)  # the indexed array's stand-in when an index is parsed for the CPU without one
 _BAD_INDEX = ("only integers, slices (`:`), ellipsis (`...`), None and long, int, byte or bool tensors are valid "
               "indices (got {})")
 
 
 # ---------------------------------------------------------------------- parsing an index
-def _index_item(it):
-    """An index element other than int/slice/None/Ellipsis/bool: an int, an integer array or a bool mask."""
+def _index_item(it, base):
+    """An index element other than int/slice/None/Ellipsis/bool: an int, an integer array or a bool mask,
+    as an array on the device of `base` (the indexed array)."""
     if isinstance(it, Tensor):
         a = it.data
         if a.dtype == np.uint8:  # PyTorch's legacy byte masks
             a = a.astype(np.bool_)
-    elif isinstance(it, _ndarray):
+    elif isinstance(it, _ndarray) or hasattr(it, "__cuda_array_interface__"):
         a = it
     elif isinstance(it, (list, tuple)):
         try:
@@ -54,10 +57,10 @@ def _index_item(it):
     else:
         raise IndexError(_BAD_INDEX.format(type(it).__name__))
     k = a.dtype.kind
-    if k == "b":
-        return a
-    if k in "iu":
-        return int(a) if a.ndim == 0 else a  # a 0-d integer tensor indexes like an int (a view)
+    if k in "iu" and a.ndim == 0:
+        return int(a)  # a 0-d integer tensor indexes like an int (a view)
+    if k == "b" or k in "iu":
+        return _on_device_of(a, base)
     raise IndexError(f"tensors used as indices must be long, int, byte or bool tensors, got {dt.FROM_NP.get(a.dtype, a.dtype)}")
 
 
@@ -65,12 +68,26 @@ class _ArrayIndexError(IndexError):
     """An integer index tensor out of range: PyTorch finds it only after an index put's dtype check."""
 
 
+def _on_device_of(a, base):
+    """Index array `a` moved to base's device: as PyTorch, CPU indices may index a CUDA tensor, not the reverse."""
+    if a.__class__ is _ndarray:
+        return a if base.__class__ is _ndarray else backend.transfer(a, backend.device_of(base))
+    dev = backend.device_of(base)
+    if backend.device_of(a) != dev:
+        raise RuntimeError(f"indices should be either on cpu or on the same device as the indexed tensor ({dev}); "
+                           f"got indices on {backend.device_of(a)}")
+    return a
+
+
 def _unwrap(seq):
     return [x.data if isinstance(x, Tensor) else _unwrap(x) if isinstance(x, (list, tuple)) else x for x in seq]
 
 
-def _parse(index, shape: tuple) -> tuple:
-    """(pre, main, kind) for `index` on an array of `shape`, with PyTorch's errors."""
+def _parse(index, shape: tuple, base=None) -> tuple:
+    """(pre, main, kind) for `index` on an array of `shape` (`base`, the indexed array: index arrays are put on
+    its device; None: the CPU), with PyTorch's errors."""
+    if base is None:
+        base = _HOST
     if type(index) is not tuple:
         # a list holding slices/None/... can only mean a tuple (PyTorch's legacy reading of such lists)
         if type(index) is list and any(e is None or e is Ellipsis or type(e) is slice for e in index):
@@ -101,7 +118,7 @@ def _parse(index, shape: tuple) -> tuple:
             it = np.bool_(it)  # a 0-d mask: inserts a dimension of size 1 (True) or 0 (False)
             adv = adv or 1
         else:
-            it = _index_item(it)
+            it = _index_item(it, base)
             if type(it) is int:
                 consumed += 1
                 n_int += 1
@@ -148,7 +165,7 @@ def _parse(index, shape: tuple) -> tuple:
                     err.dim, err.need = d, max(hi + 1, -lo)  # what the dim would need to hold the index
                     raise err
                 if lo < 0:  # non-negative indices make the gradient's sort-and-sum path valid
-                    items[k] = np.where(it < 0, it + size, it)
+                    items[k] = backend.array_module(it).where(it < 0, it + size, it)
             d += 1
     if adv and ellipsis and consumed == ndim:
         # an ellipsis standing for no dimension does not separate tensor indices in PyTorch (it does in NumPy)
@@ -199,12 +216,15 @@ def _add_rows(out, rows, src) -> None:
     """out[rows[i]] += src[i] over i, adding repeated rows (rows non-negative and 1-D)."""
     if (src.ndim >= 2 and rows.size >= 64 and src.size >= 16 * rows.size and out.dtype.kind == "f"):
         # sort + segment sums beats np.add.at about 2x when each row is a vector (embedding gradients)
-        order = np.argsort(rows)
+        xp = backend.array_module(out)
+        order = xp.argsort(rows)
         s = rows[order]
-        starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
-        out[s[starts]] += np.add.reduceat(src[order], starts, axis=0)
+        with on_device_of(out):
+            first = xp.ones(1, np.bool_)
+        starts = xp.flatnonzero(xp.concatenate((first, s[1:] != s[:-1])))
+        out[s[starts]] += xp.add.reduceat(src[order], starts, axis=0)
     else:
-        np.add.at(out, rows, src)
+        backend.array_module(out).add.at(out, rows, src)
 
 
 # ---------------------------------------------------------------------- getitem / setitem ops
@@ -228,7 +248,9 @@ class IndexBackward(Op):
 
     def forward(self, g, shape, idx):
         self.idx = idx
-        z = np.zeros(shape, g.dtype)
+        xp = backend.array_module(g)
+        with on_device_of(g):
+            z = xp.zeros(shape, g.dtype)
         pre, main, kind = idx
         v = z if pre is None else z[pre]
         if kind == 2:
@@ -236,7 +258,7 @@ class IndexBackward(Op):
             if rows is not None:
                 _add_rows(v, rows.reshape(-1), g.reshape((rows.size,) + v.shape[1:]))
             else:
-                np.add.at(v, main, g)
+                xp.add.at(v, main, g)
         else:
             v[main] = g
         return z
@@ -280,8 +302,9 @@ def _put(out, idx, v) -> None:
                            f"result of shape {list(view[main].shape)}") from None
 
 
-def _fast_index(index, shape):
-    """The parsed index; the common cases (an int, a plain slice, a tuple of those) skip the general parser."""
+def _fast_index(index, shape, base=None):
+    """The parsed index (index arrays on the device of `base`, the indexed array); the common cases (an int,
+    a plain slice, a tuple of those) skip the general parser."""
     t = type(index)
     if t is int and shape:
         n = shape[0]
@@ -300,12 +323,12 @@ def _fast_index(index, shape):
                 break
         else:
             return None, index + (Ellipsis,), 0
-    return _parse(index, shape)
+    return _parse(index, shape, base)
 
 
 def getitem(self: Tensor, index) -> Tensor:
     """x[index] with PyTorch's semantics: basic indices give a view, tensor/list/mask indices a copy."""
-    idx = _fast_index(index, self.data.shape)
+    idx = _fast_index(index, self.data.shape, self.data)
     if self.requires_grad and MODE.grad:
         node = _new(GetItem)
         r = _record(node, (self,), node.forward(self.data, idx))
@@ -322,10 +345,9 @@ def _masked_fill_write(idx, value: Tensor) -> bool:
     counts as an index tensor)."""
     if value.data.size != 1:
         return False
-    tensors = [it for it in idx[1] if isinstance(it, (np.ndarray, np.bool_))]
+    tensors = [it for it in idx[1] if hasattr(it, "dtype")]  # arrays of any device, and np.bool_
     # a 0-d bool tensor indexes like a Python bool inside a tuple: as an integer index tensor
-    return len(tensors) == 1 and isinstance(tensors[0], np.ndarray) and tensors[0].dtype == np.bool_ \
-        and tensors[0].ndim > 0
+    return len(tensors) == 1 and tensors[0].dtype == np.bool_ and tensors[0].ndim > 0
 
 
 def _dtype_mismatch(self: Tensor, value: Tensor):
@@ -334,14 +356,14 @@ def _dtype_mismatch(self: Tensor, value: Tensor):
                        f"convert the value with .to({self.dtype}))")
 
 
-def _check_value_fits(index, shape: tuple, value, err: _ArrayIndexError) -> None:
+def _check_value_fits(index, shape: tuple, value, err: _ArrayIndexError, base=None) -> None:
     """PyTorch reports a value that does not broadcast to the indexing result before an out-of-range index
     tensor: find the result's shape as if the offending dims were large enough, and raise that error first."""
     shape = list(shape)
     for _ in range(len(shape) + 1):
         shape[err.dim] = max(shape[err.dim], err.need)
         try:
-            pre, main, _ = _fast_index(index, tuple(shape))
+            pre, main, _ = _fast_index(index, tuple(shape), base)
             break
         except _ArrayIndexError as again:
             err = again
@@ -362,14 +384,16 @@ def _check_value_fits(index, shape: tuple, value, err: _ArrayIndexError) -> None
 def setitem(self: Tensor, index, value) -> None:
     """x[index] = value (broadcast): in place; under autograd the tensor takes the result's place in the graph."""
     try:
-        idx = _fast_index(index, self.data.shape)
+        idx = _fast_index(index, self.data.shape, self.data)
     except _ArrayIndexError as e:
         if isinstance(value, Tensor) and value.data.dtype != self.data.dtype:
             _dtype_mismatch(self, value)
-        _check_value_fits(index, self.data.shape, value, e)
+        _check_value_fits(index, self.data.shape, value, e, self.data)
         raise
     _check_writable(self, "__setitem__")
     if isinstance(value, Tensor):
+        if value.data.__class__ is _ndarray and self.data.__class__ is not _ndarray and value.data.ndim == 0:
+            value = value.to(self.device)  # PyTorch writes a CPU scalar tensor into a tensor of any device
         # t[True] = v alone is a plain copy in PyTorch (casts); only a real index put refuses other dtypes
         if idx[2] and value.data.dtype != self.data.dtype and type(index) is not bool \
                 and not _masked_fill_write(idx, value):
@@ -377,10 +401,14 @@ def setitem(self: Tensor, index, value) -> None:
         graph = MODE.grad and (self.requires_grad or value.requires_grad) and self.data.dtype.kind == "f"
         if graph and value.data.dtype != self.data.dtype:
             value = value.to(self.dtype)
+        if not graph and value.data.__class__ is not self.data.__class__:
+            backend.check_same_device("__setitem__", (self.data, value.data))
         v = value if graph else value.data
     else:
         graph = MODE.grad and self.requires_grad
         v = value if type(value) in (int, float, bool) else _to_array(value, self.data.dtype, "__setitem__")
+        if v.__class__ is not self.data.__class__ and v.__class__ not in (int, float, bool):
+            v = _on_device_of(v, self.data)  # a list or NumPy value written into a device tensor
     if not graph:
         _put(self.data, idx, v)
         bump_version(self)
@@ -391,19 +419,27 @@ def setitem(self: Tensor, index, value) -> None:
 # ---------------------------------------------------------------------- gather / scatter
 def _grid(index, dim: int) -> tuple:
     """The full advanced index of gather/scatter: `index` along dim, the positions of index elsewhere."""
-    n = index.ndim
-    return tuple(index if k == dim else np.arange(s).reshape((s,) + (1,) * (n - 1 - k)) for k, s in enumerate(index.shape))
+    n, xp = index.ndim, backend.array_module(index)
+    with on_device_of(index):
+        return tuple(index if k == dim else xp.arange(s).reshape((s,) + (1,) * (n - 1 - k))
+                     for k, s in enumerate(index.shape))
 
 
 def _scatter_into(out, grid, ishape, src, reduce) -> None:
-    if isinstance(src, _ndarray) and src.shape != ishape:
+    if getattr(src, "shape", ishape) != ishape:
         src = src[tuple(slice(0, s) for s in ishape)]  # only the leading index-shaped block of src is used
     if reduce is None:
         out[grid] = src
     elif reduce == "add":
-        np.add.at(out, grid, src)
+        backend.array_module(out).add.at(out, grid, src)
     else:
-        np.multiply.at(out, grid, src)
+        backend.array_module(out).multiply.at(out, grid, src)
+
+
+def _zeros_like_grad(g: Tensor, shape: tuple) -> Tensor:
+    """Zeros of `shape` with g's dtype, on g's device."""
+    with on_device_of(g.data):
+        return make(backend.array_module(g.data).zeros(shape, g.data.dtype))
 
 
 class Gather(Op):
@@ -416,7 +452,7 @@ class Gather(Op):
         return x[grid]
 
     def backward(self, gz):
-        zeros = make(np.zeros(self.shape, gz.data.dtype))
+        zeros = _zeros_like_grad(gz, self.shape)
         return Scatter.apply(zeros, gz, dim=self.dim, grid=self.grid, ishape=self.ishape, reduce="add")
 
 
@@ -472,13 +508,14 @@ def _check_range(a, size: int, dim: int, op: str, negative: bool = False) -> np.
         if hi >= size or lo < low:
             raise RuntimeError(f"{op}(): index {hi if hi >= size else lo} is out of bounds for dimension {dim} with size {size}")
         if lo < 0:
-            a = np.where(a < 0, a + size, a)
+            a = backend.array_module(a).where(a < 0, a + size, a)
     return a
 
 
 def _gather_args(x: Tensor, dim, index: Tensor, op: str):
     x = _check(x, op)
     a = _int_index(index, op)
+    backend.check_same_device(op, (x.data, a))
     d = _dim(dim, x.ndim, op)
     if a.ndim != x.ndim:
         raise RuntimeError(f"{op}(): Index tensor must have the same number of dimensions as input tensor "
@@ -558,6 +595,7 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     """Values of input at `indices` along dim (input and indices broadcast off dim); dim None: of the flattened input."""
     x = _check(input, "take_along_dim")
     a = _int_index(indices, "take_along_dim", "int64")
+    backend.check_same_device("take_along_dim", (x.data, a))
     if dim is None:
         a = _check_range(a.reshape(-1), x.data.size, 0, "take_along_dim")
         return Take.apply(x, index=a)
@@ -574,7 +612,8 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     if x.ndim:
         xs[d], ishape[d] = x.shape[d], a.shape[d]
     x = A.broadcast_to(x, tuple(xs))
-    a = _check_range(np.broadcast_to(a, tuple(ishape)), x.shape[d] if x.ndim else 1, d, "take_along_dim", negative=True)
+    a = _check_range(backend.array_module(a).broadcast_to(a, tuple(ishape)), x.shape[d] if x.ndim else 1, d,
+                     "take_along_dim", negative=True)
     return Gather.apply(x, dim=d, grid=_grid(a, d), ishape=a.shape)
 
 
@@ -586,7 +625,7 @@ class Take(Op):
 
     def forward(self, x, index):
         self.shape, self.index = x.shape, index
-        return np.take(x, index)
+        return backend.array_module(x).take(x, index)
 
     def backward(self, gz):
         return Put.apply(gz, shape=self.shape, index=self.index)
@@ -600,11 +639,13 @@ class Put(Op):
     def forward(self, g, shape, index):
         self.index = index
         n = int(np.prod(shape))
-        if g.dtype.kind == "f":
-            z = np.bincount(index.reshape(-1), weights=g.reshape(-1), minlength=n).astype(g.dtype, copy=False)
-        else:
-            z = np.zeros(n, g.dtype)
-            np.add.at(z, index.reshape(-1), g.reshape(-1))
+        xp = backend.array_module(g)
+        with on_device_of(g):
+            if g.dtype.kind == "f":
+                z = xp.bincount(index.reshape(-1), weights=g.reshape(-1), minlength=n).astype(g.dtype, copy=False)
+            else:
+                z = xp.zeros(n, g.dtype)
+                xp.add.at(z, index.reshape(-1), g.reshape(-1))
         return z.reshape(shape)
 
     def backward(self, gz):
@@ -617,6 +658,7 @@ def take(input: Tensor, index: Tensor) -> Tensor:
     if not isinstance(index, Tensor):
         raise TypeError(f"take(): argument 'index' must be Tensor, not {type(index).__name__}")
     a = index.data
+    backend.check_same_device("take", (x.data, a))
     if a.dtype != np.int64:
         raise RuntimeError(f"take(): Expected a long tensor for index, but got {index.dtype}")
     n = x.data.size
@@ -625,7 +667,7 @@ def take(input: Tensor, index: Tensor) -> Tensor:
         if hi >= n or lo < -n:
             raise IndexError(f"take(): out of range: tried to access index {hi if hi >= n else lo} on a tensor of {n} elements.")
         if lo < 0:
-            a = np.where(a < 0, a + n, a)
+            a = backend.array_module(a).where(a < 0, a + n, a)
     return Take.apply(x, index=a)
 
 
@@ -639,10 +681,10 @@ class IndexSelect(Op):
         self.shape, self.dim, self.index = x.shape, dim, index
         if x.ndim == 0:
             return x.reshape(1)[index].reshape(())
-        return np.take(x, index, axis=dim)
+        return backend.array_module(x).take(x, index, axis=dim)
 
     def backward(self, gz):
-        zeros = make(np.zeros(self.shape, gz.data.dtype))
+        zeros = _zeros_like_grad(gz, self.shape)
         return IndexAdd.apply(zeros, gz, dim=self.dim, index=self.index)
 
 
@@ -668,13 +710,15 @@ class IndexAdd(Op):
 
 def _index_add_into(out, dim: int, index, src) -> None:
     if out.ndim == 0:
-        out[()] += np.asarray(src).sum()
+        out[()] += src.sum()
         return
-    _add_rows(np.moveaxis(out, dim, 0), index, np.moveaxis(src, dim, 0))
+    xp = backend.array_module(out)
+    _add_rows(xp.moveaxis(out, dim, 0), index, xp.moveaxis(src, dim, 0))
 
 
 def _select_args(x, dim, index, op: str):
     a = _int_index(index, op)
+    backend.check_same_device(op, (x.data, a))
     if a.ndim > 1:
         raise IndexError(f"{op}(): Index is supposed to be a vector, got shape {list(a.shape)}")
     d = _dim(dim, x.ndim, op)
@@ -743,7 +787,7 @@ class MaskedFill(Op):
 
     def forward(self, x, v, mask):
         self.mask, self.xshape = mask, x.shape
-        return np.where(mask, v, x)
+        return backend.array_module(x).where(mask, v, x)
 
     def backward(self, gz):
         gx = gv = None
@@ -770,9 +814,11 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
                                f"{value.ndim} dimension(s).")
         v = value.to(x.dtype)
     elif isinstance(value, (int, float, bool, np.number)):
-        v = np.asarray(value).astype(x.data.dtype)
+        with on_device_of(x.data):
+            v = backend.array_module(x.data).asarray(value).astype(x.data.dtype)
     else:
         raise TypeError(f"masked_fill(): value must be a number or a 0-d Tensor, not {type(value).__name__}")
+    backend.check_same_device("masked_fill", (x.data, m.data))
     return MaskedFill.apply(x, v, mask=m.data)
 
 
@@ -791,8 +837,12 @@ def masked_fill_(self: Tensor, mask: Tensor, value) -> Tensor:
         if not ok:
             raise RuntimeError(f"masked_fill_: the mask of shape {list(m.shape)} cannot be broadcast to the tensor's "
                                f"shape {list(self.shape)}")
-        v = value.data if isinstance(value, Tensor) else value
-        np.copyto(self.data, np.asarray(v).astype(self.data.dtype), where=m.data)
+        backend.check_same_device("masked_fill_", (self.data, m.data))
+        v = value if not isinstance(value, Tensor) else value.data if value.data.__class__ is self.data.__class__ \
+            else value.item()  # a 0-d value from another device (PyTorch allows a CPU scalar tensor)
+        xp = backend.array_module(self.data)
+        with on_device_of(self.data):
+            xp.copyto(self.data, xp.asarray(v).astype(self.data.dtype), where=m.data)
         bump_version(self)
         return self
     return _inplace(self, masked_fill, MaskedFill, "masked_fill_", mask, value)
@@ -810,16 +860,18 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     except ValueError:
         raise RuntimeError(f"masked_select(): the mask of shape {list(mask.shape)} and the input of shape "
                            f"{list(x.shape)} cannot be broadcast together") from None
-    return getitem(A.broadcast_to(x, shape), np.broadcast_to(mask.data, shape))
+    backend.check_same_device("masked_select", (x.data, mask.data))
+    return getitem(A.broadcast_to(x, shape), backend.array_module(mask.data).broadcast_to(mask.data, shape))
 
 
 # ---------------------------------------------------------------------- nonzero
 def nonzero(input: Tensor, *, as_tuple: bool = False):
     """The indices of the non-zero entries: an int64 tensor of shape (n, ndim), or (as_tuple) one 1-D tensor per dim."""
     a = _check(input, "nonzero").data
+    xp = backend.array_module(a)
     if as_tuple:
-        return tuple(make(i.astype(np.int64, copy=False)) for i in np.nonzero(a.reshape(1) if a.ndim == 0 else a))
-    return make(np.argwhere(a).astype(np.int64, copy=False))
+        return tuple(make(i.astype(np.int64, copy=False)) for i in xp.nonzero(a.reshape(1) if a.ndim == 0 else a))
+    return make(xp.argwhere(a).astype(np.int64, copy=False))
 
 
 def argwhere(input: Tensor) -> Tensor:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype as dt
-from .._tensor import VIEWS, Tensor, bump_version, make
+from .. import backend
+from .._tensor import VIEWS, Tensor, bump_version, make, on_device_of, writable
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE
 from . import arithmetic as A
@@ -22,7 +23,7 @@ def _check_writable(t: Tensor, op: str) -> None:
     if MODE.grad and t.requires_grad and t._edge is None:
         raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place operation. "
                            f"Wrap the update in `with ember.no_grad():` or operate on a clone().")
-    if not t.data.flags.writeable:
+    if not writable(t.data):
         raise RuntimeError(f"{op}: unsupported operation: this tensor is a read-only view (e.g. from expand or "
                            f"broadcast_to) in which several elements share one memory location; call .clone() first.")
 
@@ -42,22 +43,31 @@ def _commit(t: Tensor, result: Tensor, op: str) -> Tensor:
         t.requires_grad = True
         if id(t) in VIEWS:
             _rebuild_views(t)
-    else:
+    elif t.data.__class__ is np.ndarray:
         np.copyto(t.data, r, casting="same_kind")
+    else:
+        backend.array_module(t.data).copyto(t.data, r, casting="same_kind")
     bump_version(t)
     return t
 
 
 def _positions(view, base, unique: bool = True):
-    """The flat (C-order) position in `base` of each element of `view`, a NumPy view into base's memory;
-    None when that mapping does not exist (another dtype, elements outside base, and, when `unique`,
-    several elements of view at one memory location, as in an expanded view)."""
-    if not (isinstance(view, np.ndarray) and isinstance(base, np.ndarray)) or view.dtype != base.dtype:
+    """The flat (C-order) position in `base` of each element of `view`, a view into base's memory, as an
+    int64 array on their device; None when that mapping does not exist (another dtype, elements outside base,
+    and, when `unique`, several elements of view at one memory location, as in an expanded view)."""
+    if view.__class__ is not base.__class__ or view.dtype != base.dtype:
         return None
+    xp = backend.array_module(base)
     if view.size == 0:
-        return np.zeros(view.shape, np.int64)
+        with on_device_of(base):
+            return xp.zeros(view.shape, np.int64)
     isz = base.itemsize
-    delta = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    if xp is np:
+        delta = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    else:  # a device array: its data pointer (the mapping below is worked out on the host from the layout alone)
+        if view.device != base.device:
+            return None
+        delta = view.data.ptr - base.data.ptr
     if delta % isz or any(st % isz for st in base.strides + view.strides):
         return None
     bst = [st // isz for n, st in zip(base.shape, base.strides)]
@@ -78,7 +88,12 @@ def _positions(view, base, unique: bool = True):
     pos = as_strided(buf[start - lo:], view.shape, [st * 8 for st in vst]).copy()
     if (pos < 0).any() or (unique and np.unique(pos).size != pos.size):
         return None
-    return pos
+    return pos if xp is np else backend.transfer(pos, backend.device_of(base))
+
+
+def _unravel(pos, shape: tuple) -> tuple:
+    """np.unravel_index on pos's device."""
+    return backend.array_module(pos).unravel_index(pos, shape)
 
 
 class _StaleView(Op):
@@ -118,7 +133,7 @@ def _rebuild_views(base: Tensor, skip: Tensor | None = None) -> None:
         if pos is None:
             v._edge = _StaleView.apply(base)._edge
         else:
-            v._edge = GetItem.apply(base, idx=(None, np.unravel_index(pos, b.shape) + (Ellipsis,), 2))._edge
+            v._edge = GetItem.apply(base, idx=(None, _unravel(pos, b.shape) + (Ellipsis,), 2))._edge
 
 
 def _commit_view(t: Tensor, result: Tensor, op: str) -> Tensor:
@@ -142,7 +157,7 @@ def _commit_view(t: Tensor, result: Tensor, op: str) -> Tensor:
             _commit_view_check(t, op)
         idx = (None, (Ellipsis,), 0)
     else:
-        idx = (None, np.unravel_index(pos, base.data.shape) + (Ellipsis,), 2)
+        idx = (None, _unravel(pos, base.data.shape) + (Ellipsis,), 2)
     r = result if result.data.dtype == base.data.dtype else result.to(base.dtype)
     new_base = IndexPut.apply(base, r, idx=idx)
     t.data[...] = r.data  # writes through to the base's memory: base.data now equals new_base.data
@@ -187,6 +202,8 @@ def _binary_(cls, name: str):
                 raise RuntimeError(f"{op}: result type {dt.FROM_NP[res.dtype]} can't be cast to the desired output "
                                    f"type {self.dtype}") from None
             except ValueError:
+                if isinstance(o, Tensor):
+                    backend.check_same_device(op, (x, o.data))
                 A._check_broadcast(x, y, op)
                 raise RuntimeError(f"{op}: output with shape {list(x.shape)} doesn't match the broadcast shape "
                                    f"{list(np.broadcast_shapes(x.shape, np.shape(y)))}") from None
@@ -249,16 +266,20 @@ def _replace(self: Tensor, value, op: str) -> Tensor:
 def _overwrite(self: Tensor, value, op: str) -> Tensor:
     """Replace every value (a scalar or an array of self's shape): the result depends on nothing."""
     if MODE.grad and self.requires_grad:
-        return _replace(self, value if isinstance(value, (int, float, bool)) else make(np.asarray(value)), op)
+        if not isinstance(value, (int, float, bool)):
+            with on_device_of(self.data):
+                value = make(value if hasattr(value, "shape") else backend.array_module(self.data).asarray(value))
+        return _replace(self, value, op)
     self.data[...] = value
     bump_version(self)
     return self
 
 
 # ---------------------------------------------------------------------- in-place random fills
-def _rng(generator):
-    from .._creation import default_generator
-    return (generator or default_generator).np
+def _rng(t: Tensor, generator, op: str):
+    """The ember Generator that draws on t's device (the default one of that device unless `generator`)."""
+    from .._creation import generator_for
+    return generator_for(backend.device_of(t.data), generator, op)
 
 
 def _random_(op: str, draw, floats_only: bool = True):
@@ -268,7 +289,7 @@ def _random_(op: str, draw, floats_only: bool = True):
         d = self.data.dtype
         if floats_only and d.kind != "f":
             raise RuntimeError(f"{op}: expects a floating-point tensor, got {self.dtype}")
-        values = draw(_rng(generator), self.data.shape, d, *args)
+        values = draw(_rng(self, generator, op), self.data.shape, d, *args)
         return _overwrite(self, values, op)
     method.__name__ = op
     return method
@@ -289,7 +310,8 @@ def _normal(rng, shape, d, mean=0.0, std=1.0):
 
 def _bernoulli(rng, shape, d, p=0.5):
     p = p.data if isinstance(p, Tensor) else p
-    if np.any((np.asarray(p) < 0) | (np.asarray(p) > 1)):
+    bad = (p < 0) | (p > 1)
+    if bool(bad.any()) if hasattr(bad, "any") else bad:
         raise RuntimeError("bernoulli_: expects 0 <= p <= 1")
     return rng.random(shape) < p
 
@@ -297,7 +319,10 @@ def _bernoulli(rng, shape, d, p=0.5):
 def _exponential(rng, shape, d, lambd=1.0):
     if lambd <= 0:
         raise RuntimeError(f"exponential_: expects lambda > 0.0, but found lambda={lambd}")
-    return rng.exponential(1.0 / lambd, shape)
+    if rng.device.type == "cpu":
+        return rng.np.exponential(1.0 / lambd, shape)
+    # CuPy's RandomState has exponential, but ember's Generator draws only uniforms and normals: invert the CDF
+    return np.log1p(-rng.random(shape, d)) * (-1.0 / lambd)
 
 
 def _random_ints(rng, shape, d, low=0, high=None):
@@ -313,6 +338,9 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     _check_writable(self, "copy_")
     if not isinstance(src, Tensor):
         src = make(np.asarray(src))
+    if src.data.__class__ is not self.data.__class__ or (
+            src.data.__class__ is not np.ndarray and src.device != self.device):
+        src = src.to(self.device, non_blocking=non_blocking)  # copy_ moves across devices (differentiably)
     try:
         np.broadcast_shapes(src.shape, self.shape)
         if np.broadcast_shapes(src.shape, self.shape) != self.shape:
@@ -322,11 +350,7 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
                            f"of shape {list(self.shape)}") from None
     if MODE.grad and (src.requires_grad or self.requires_grad) and self.is_floating_point():
         return _replace(self, src.to(self.dtype) if src.requires_grad else src, "copy_")
-    xp_src = src.data
-    if type(xp_src) is not type(self.data):
-        from .. import backend
-        xp_src = backend.array_module(self.data).asarray(xp_src if isinstance(xp_src, np.ndarray) else xp_src.get())
-    self.data[...] = xp_src
+    self.data[...] = src.data
     bump_version(self)
     return self
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _dtype as dt
 from .. import backend
-from .._tensor import Tensor, _dim, as_view
+from .._tensor import Tensor, _dim, as_view, on_device_of
 from ..autograd.function import Op
 from .arithmetic import broadcast_to, sum_to
 from .shape import Permute, View
@@ -55,12 +55,13 @@ class _DiagEmbed(Op):
     def forward(self, g, target, unique, shape):
         self.target, self.unique = target, unique
         xp = backend.array_module(g)
-        out = xp.zeros(shape, g.dtype)
-        idx = []
-        for axis_label, n in zip(target, shape):
-            view = [1] * len(unique)
-            view[unique.index(axis_label)] = n
-            idx.append(xp.arange(n).reshape(view))
+        with on_device_of(g):
+            out = xp.zeros(shape, g.dtype)
+            idx = []
+            for axis_label, n in zip(target, shape):
+                view = [1] * len(unique)
+                view[unique.index(axis_label)] = n
+                idx.append(xp.arange(n).reshape(view))
         out[tuple(idx)] = g
         return out
 
@@ -159,6 +160,7 @@ def _apply_matmul(op: str, a: Tensor, b: Tensor) -> Tensor:
     try:
         return Matmul.apply(a, b)
     except ValueError:
+        backend.check_same_device(op, (x, y))  # CuPy reports arrays of two GPUs as a ValueError too
         raise _matmul_error(op, x.shape, y.shape) from None
 
 
@@ -330,10 +332,11 @@ class Einsum(Op):
         self.subs, self.osub = subs, osub
         self.shapes = tuple(a.shape for a in arrays)
         eq = ",".join(subs) + "->" + osub
+        xp = backend.array_module(arrays[0])
         if len(arrays) == 1:
             self.saves_inputs = False  # the gradient of a one-operand einsum needs only gz
-            return np.einsum(eq, arrays[0])
-        return np.einsum(eq, *arrays, optimize=True)  # plain einsum is many times slower on large contractions
+            return xp.einsum(eq, arrays[0])
+        return xp.einsum(eq, *arrays, optimize=True)  # plain einsum is many times slower on large contractions
 
     def backward(self, gz, *inputs):
         subs, out, n = self.subs, self.osub, len(self.subs)
@@ -536,7 +539,7 @@ class Tensordot(Einsum):
 
     def forward(self, x, y, subs, osub, axes):
         self.subs, self.osub, self.shapes = subs, osub, (x.shape, y.shape)
-        return np.tensordot(x, y, axes)
+        return backend.array_module(x).tensordot(x, y, axes)
 
 
 def _dims_list(v, op: str, dims) -> list:

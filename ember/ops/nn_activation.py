@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from .. import _creation
+from .. import _creation, backend
 from .._tensor import Tensor, _dim, make
 from ..autograd.function import Op, _op_apply1
 from ..autograd.grad_mode import MODE
@@ -65,7 +65,7 @@ class Hardtanh(Op):
     """z = clip(x, lo, hi);  dz/dx = 0 where x <= lo or x >= hi, else 1 (strict, and NaN passes, as PyTorch)."""
 
     def forward(self, x, lo, hi):
-        z = np.clip(x, lo, hi)
+        z = x.clip(lo, hi)
         return z if z.dtype == x.dtype else z.astype(x.dtype)  # an integer input stays integer
 
     def backward(self, gz, x, lo, hi):
@@ -76,7 +76,7 @@ class LeakyRelu(Op):
     """z = x if x > 0 else a·x;  dz/dx = 1 if x > 0 else a."""
 
     def forward(self, x, slope):
-        return np.where(x > 0, x, x * slope)
+        return backend.array_module(x).where(x > 0, x, x * slope)
 
     def backward(self, gz, x, slope):
         return where(x > 0, gz, gz * slope), None
@@ -125,7 +125,7 @@ class Elu(Op):
     def forward(self, x, alpha, scale, input_scale):
         neg = np.expm1(np.minimum(x, 0) * input_scale)  # min(x, 0): no overflow where the branch is unused
         neg *= alpha * scale
-        return np.where(x > 0, x * scale if scale != 1 else x, neg)
+        return backend.array_module(x).where(x > 0, x * scale if scale != 1 else x, neg)
 
     def backward(self, gz, x, alpha, scale, input_scale):
         neg = (x.clamp(max=0) * input_scale).exp() * (alpha * scale * input_scale)
@@ -249,7 +249,7 @@ class Softplus(Op):
 
     def forward(self, x, beta, threshold):
         bx = x * beta
-        return np.where(bx > threshold, x, _softplus_array(bx) / beta if beta != 1 else _softplus_array(bx))
+        return backend.array_module(x).where(bx > threshold, x, _softplus_array(bx) / beta if beta != 1 else _softplus_array(bx))
 
     def backward(self, gz, x, beta, threshold):
         bx = x * beta if beta != 1 else x
@@ -419,11 +419,12 @@ def _check_p(p, op: str) -> float:
     return float(p)
 
 
-def _mask(shape: tuple, p: float, dtype: np.dtype):
-    """keep/(1 - p) with keep ~ Bernoulli(1 - p), drawn from ember's default generator."""
+def _mask(shape: tuple, p: float, dtype: np.dtype, device: backend.device = backend.CPU):
+    """keep/(1 - p) with keep ~ Bernoulli(1 - p), drawn on `device` from its default generator (a mask
+    drawn on the host would cost a transfer per step)."""
     if p == 1.0:
-        return np.zeros(shape, dtype)
-    r = _creation.default_generator.np.random(shape, dtype=np.float32 if dtype == np.float32 else np.float64)
+        return backend.module_for(device).zeros(shape, dtype)
+    r = _creation.generator_for(device).random(shape, dtype)
     return np.multiply(r >= p, 1.0 / (1.0 - p), dtype=dtype)
 
 
@@ -433,7 +434,8 @@ def _dropout(x: Tensor, p: float, training: bool, inplace: bool, mask_shape, op:
     if x.data.dtype.kind != "f":
         raise RuntimeError(f"{op}(): dropout in training mode needs a floating tensor (the kept values are scaled by "
                            f"1/(1-p)), got {x.dtype}; convert the input with x.float()")
-    mask = _mask(mask_shape, p, x.data.dtype)
+    xd = x.data
+    mask = _mask(mask_shape, p, xd.dtype, backend.CPU if xd.__class__ is np.ndarray else backend.device_of(xd))
     if inplace:
         return _unary_(lambda t: Dropout.apply(t, mask), op, Dropout)(x)
     return Dropout.apply(x, mask)

@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from .. import backend
 from .._tensor import Tensor, make
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE
@@ -208,12 +209,14 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
             raise RuntimeError(f"scaled_dot_product_attention(): attn_mask of shape {list(attn_mask.shape)} does not "
                                f"broadcast to the attention scores' shape {list(s_shape)} (..., L, S)")
         if md == np.bool_:
-            mask = np.where(attn_mask.data, qd.type(0), qd.type(-np.inf))
+            mask = backend.array_module(attn_mask.data).where(attn_mask.data, qd.type(0), qd.type(-np.inf))
         else:
             mask = attn_mask if attn_mask.requires_grad else attn_mask.data
     elif is_causal:
-        mask = np.where(np.tri(qs[-2], ks[-2], dtype=bool), qd.type(0), qd.type(-np.inf))
-    drop = _mask(s_shape, p, qd) if p > 0 else None
+        am = backend.array_module(query.data)
+        mask = am.where(am.tri(qs[-2], ks[-2], dtype=bool), qd.type(0), qd.type(-np.inf))
+    dev = backend.CPU if query.data.__class__ is np.ndarray else backend.device_of(query.data)
+    drop = _mask(s_shape, p, qd, dev) if p > 0 else None
     sc = 1.0 / math.sqrt(qs[-1]) if scale is None else float(scale)
     return Attention.apply(query, key, value, mask, drop, sc)
 
@@ -233,7 +236,7 @@ def _float_mask(mask: Tensor | None, name: str, dtype) -> np.ndarray | None:
         raise TypeError(f"multi_head_attention_forward(): {name} must be Tensor or None, not {type(mask).__name__}")
     m = mask.data
     if m.dtype == np.bool_:
-        return np.where(m, dtype.type(-np.inf), dtype.type(0))
+        return backend.array_module(m).where(m, dtype.type(-np.inf), dtype.type(0))
     if m.dtype.kind != "f":
         raise AssertionError(f"only bool and floating types of {name} are supported, got {_dtype_name(m.dtype)}")
     return m.astype(dtype, copy=False)
@@ -342,7 +345,7 @@ def _multi_head_attention(query, key, value, embed_dim, num_heads, in_proj_weigh
     k = k.reshape(n, s, h, hd).transpose(1, 2)
     v = v.reshape(n, s, h, hd).transpose(1, 2)
     if add_zero_attn:
-        z = make(np.zeros((n, h, 1, hd), dtype))
+        z = make(backend.array_module(q.data).zeros((n, h, 1, hd), dtype))
         k, v = cat([k, z], 2), cat([v, z], 2)
         am, kpm = _pad_key(am), _pad_key(kpm)
         s += 1
@@ -375,4 +378,5 @@ def _pad_key(m: np.ndarray | None) -> np.ndarray | None:
     """An additive mask with one more key column (0: attended), for bias_k/bias_v or add_zero_attn."""
     if m is None:
         return None
-    return np.concatenate([m, np.zeros(m.shape[:-1] + (1,), m.dtype)], -1)
+    am = backend.array_module(m)
+    return am.concatenate([m, am.zeros(m.shape[:-1] + (1,), m.dtype)], -1)

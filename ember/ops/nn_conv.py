@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .. import backend
 from .._tensor import Tensor, make
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE
@@ -61,16 +62,25 @@ def pad_hw(x: np.ndarray, p: tuple, value=0) -> np.ndarray:
         return x
     h, w = x.shape[-2:]
     shape = x.shape[:-2] + (h + pt + pb, w + pl + pr)
-    out = np.zeros(shape, x.dtype) if value == 0 else np.full(shape, value, x.dtype)
+    m = backend.array_module(x)
+    out = m.zeros(shape, x.dtype) if value == 0 else m.full(shape, value, x.dtype)
     out[..., pt:pt + h, pl:pl + w] = x
     return out
+
+
+def strided(x, shape: tuple, strides: tuple):
+    """A view of x with the given shape and strides: read-only on the CPU (a guard against writes through
+    overlapping windows); CuPy's as_strided has no `writeable` flag."""
+    if x.__class__ is np.ndarray:
+        return as_strided(x, shape, strides, writeable=False)
+    return backend.array_module(x).lib.stride_tricks.as_strided(x, shape, strides)
 
 
 def windows(xp: np.ndarray, win: Win, ohw: tuple) -> np.ndarray:
     """Read-only (N, C, OH, OW, kh, kw) view of the windows of the padded (N, C, Hp, Wp) array xp."""
     sn, sc, sh, sw = xp.strides
-    return as_strided(xp, xp.shape[:2] + tuple(ohw) + tuple(win.k),
-                      (sn, sc, sh * win.s[0], sw * win.s[1], sh * win.d[0], sw * win.d[1]), writeable=False)
+    return strided(xp, xp.shape[:2] + tuple(ohw) + tuple(win.k),
+                   (sn, sc, sh * win.s[0], sw * win.s[1], sh * win.d[0], sw * win.d[1]))
 
 
 # Bytes of im2col columns built per chunk of images: each chunk is multiplied while still in cache
@@ -122,12 +132,13 @@ def _cols_chunks(x, win: Win, ohw: tuple, cols=None, fill=None, wide: bool = Fal
     k = c * kh * kw
     rw = wp if wide else ow
     nc = _chunk(n, k * oh * rw * x.itemsize)
+    am = backend.array_module(x)
     if fill is None:
-        buf = np.empty((nc, k + ones, oh * rw), x.dtype)
+        buf = am.empty((nc, k + ones, oh * rw), x.dtype)
         buf[:, k:] = 1
     else:
         buf = fill
-    xpad = np.zeros((min(nc, n), c, hp, wp), x.dtype)
+    xpad = am.zeros((min(nc, n), c, hp, wp), x.dtype)
     for n0 in range(0, n, nc):
         n1 = min(n0 + nc, n)
         m = n1 - n0
@@ -135,11 +146,14 @@ def _cols_chunks(x, win: Win, ohw: tuple, cols=None, fill=None, wide: bool = Fal
         xp[:, :, pt:pt + h, pl:pl + w] = x[n0:n1]
         sn, sc, sh, sw = xp.strides
         if wide:
-            v = as_strided(xp, (m, c, kh, kw, oh * wp), (sn, sc, sh * dh, sw * dw, sw), writeable=False)
+            v = strided(xp, (m, c, kh, kw, oh * wp), (sn, sc, sh * dh, sw * dw, sw))
         else:
-            v = as_strided(xp, (m, c, kh, kw, oh, ow), (sn, sc, sh * dh, sw * dw, sh * sh_, sw * sw_), writeable=False)
+            v = strided(xp, (m, c, kh, kw, oh, ow), (sn, sc, sh * dh, sw * dw, sh * sh_, sw * sw_))
         part = buf[:m] if fill is None else fill[n0:n1]
-        np.copyto(np.reshape(part[:, :k], v.shape, copy=False), v)  # copy=False: a view, or an error
+        if am is np:
+            np.copyto(np.reshape(part[:, :k], v.shape, copy=False), v)  # copy=False: a view, or an error
+        else:  # part[:, :k] is contiguous in its last axis: its reshape is a view
+            part[:, :k].reshape(v.shape)[...] = v
         yield n0, n1, part
 
 
@@ -155,22 +169,23 @@ def _conv(x, w, b, win: Win, groups: int, keep: bool = False, ohw: tuple | None 
     k = c * win.k[0] * win.k[1]
     wide = not keep and _wide_rows(x.shape, win, (oh, ow), o)  # dw's GEMMs want the plain columns
     rw = hw[1] + win.p[1][0] + win.p[1][1] if wide else ow
-    out = np.empty((n, o, oh, ow), np.result_type(x, w))
+    am = backend.array_module(x)
+    out = am.empty((n, o, oh, ow), np.result_type(x.dtype, w.dtype))
     fold = b is not None and groups == 1
     if fold:
-        wm = np.concatenate((w.reshape(1, o, k), b.reshape(1, o, 1)), axis=2)
+        wm = am.concatenate((w.reshape(1, o, k), b.reshape(1, o, 1)), axis=2)
     else:
         wm = w.reshape(groups, o // groups, k // groups)
     cols = None
     if keep:
-        cols = np.empty((n, k + fold, oh * ow), x.dtype)
+        cols = am.empty((n, k + fold, oh * ow), x.dtype)
         cols[:, k:] = 1
     rows = None  # with wide rows, the GEMM's (m, O, OH, Wp) result, whose first OW columns go to out
     for n0, n1, part in _cols_chunks(x, win, (oh, ow), fill=cols, wide=wide, ones=fold):
         m, y = n1 - n0, out[n0:n1]
         if wide:
             if rows is None:
-                rows = np.empty((len(part), o, oh, rw), out.dtype)
+                rows = am.empty((len(part), o, oh, rw), out.dtype)
             y = rows[:m]
         if groups == 1:
             np.matmul(wm[0], part, out=y.reshape(m, o, oh * rw))
@@ -179,7 +194,7 @@ def _conv(x, w, b, win: Win, groups: int, keep: bool = False, ohw: tuple | None 
         if b is not None and not fold:  # while the chunk is in cache
             np.add(y[..., :ow], b.reshape(o, 1, 1), out=out[n0:n1])
         elif wide:
-            np.copyto(out[n0:n1], y[..., :ow])
+            out[n0:n1] = y[..., :ow]
     return out, cols
 
 
@@ -187,7 +202,7 @@ def _flipped_transpose(w, groups: int):
     """The kernel of the adjoint convolution: wt[g·C/G + c, o, a, b] = w[g·O/G + o, c, kh-1-a, kw-1-b]."""
     o, cg, kh, kw = w.shape
     wt = w.reshape(groups, o // groups, cg, kh, kw).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1]
-    return np.ascontiguousarray(wt).reshape(groups * cg, o // groups, kh, kw)
+    return backend.array_module(w).ascontiguousarray(wt).reshape(groups * cg, o // groups, kh, kw)
 
 
 def _conv_transpose(g, w, win: Win, groups: int, hw: tuple):
@@ -208,20 +223,22 @@ def _conv_transpose(g, w, win: Win, groups: int, hw: tuple):
         full = ((ext_h - pt, h - oh + pt), (ext_w - pl, wd - ow + pl))
         if min(full[0] + full[1]) >= 0:
             return _conv(g, _flipped_transpose(w, groups), None, Win(win.k, win.s, win.d, full), groups)[0]
+    am = backend.array_module(g)
     gm = _channels_first(g, groups)
     wt = w.reshape(groups, o // groups, cg, kh, kw)
-    buf = np.zeros((c, n, h + pt + pb, wd + pl + pr), g.dtype)
-    part = np.empty((groups, cg, gm.shape[2]), g.dtype)  # reused: one allocation instead of kh·kw
+    buf = am.zeros((c, n, h + pt + pb, wd + pl + pr), g.dtype)
+    part = am.empty((groups, cg, gm.shape[2]), g.dtype)  # reused: one allocation instead of kh·kw
     for a, b, rows, cols in win.offsets((oh, ow)):
         np.matmul(wt[:, :, :, a, b].transpose(0, 2, 1), gm, out=part)
         buf[:, :, rows, cols] += part.reshape(c, n, oh, ow)
-    return np.ascontiguousarray(buf[:, :, pt:pt + h, pl:pl + wd].transpose(1, 0, 2, 3))
+    return am.ascontiguousarray(buf[:, :, pt:pt + h, pl:pl + wd].transpose(1, 0, 2, 3))
 
 
 def _channels_first(g: np.ndarray, groups: int) -> np.ndarray:
     """(N, O, OH, OW) as a (groups, O/groups, N·OH·OW) matrix per group."""
     n, o, oh, ow = g.shape
-    return np.ascontiguousarray(g.reshape(n, o, oh * ow).transpose(1, 0, 2)).reshape(groups, o // groups, n * oh * ow)
+    return backend.array_module(g).ascontiguousarray(g.reshape(n, o, oh * ow).transpose(1, 0, 2)).reshape(
+        groups, o // groups, n * oh * ow)
 
 
 def _conv_weight_grad(x, g, win: Win, groups: int, wshape: tuple, cols=None):
@@ -230,7 +247,7 @@ def _conv_weight_grad(x, g, win: Win, groups: int, wshape: tuple, cols=None):
     n, o, oh, ow = g.shape
     k = wshape[1] * wshape[2] * wshape[3]
     gm = g.reshape(n, groups, o // groups, oh * ow)
-    dw = np.zeros((groups, o // groups, k), np.result_type(x, g))
+    dw = backend.array_module(g).zeros((groups, o // groups, k), np.result_type(x.dtype, g.dtype))
     for n0, n1, part in _cols_chunks(x, win, (oh, ow), cols):
         cm = part[:, :k * groups].reshape(n1 - n0, groups, k, oh * ow)  # without the forward's row of ones
         dw += np.matmul(gm[n0:n1], cm.transpose(0, 1, 3, 2)).sum(0)
@@ -266,6 +283,8 @@ class ChannelSum(Op):
     def forward(self, g):
         self.shape = g.shape
         n, o, h, w = g.shape
+        if g.__class__ is not np.ndarray:  # the cached ones vector lives on the host
+            return g.sum((0, 2, 3))
         rows = g.reshape(n * o, h * w)
         per_image = (rows @ ones_vector(rows.shape[1], g.dtype)).reshape(n, o)
         return ones_vector(n, g.dtype) @ per_image
@@ -514,7 +533,7 @@ class Unfold(Op):
         ohw = win.out(hw)
         n, c = x.shape[:2]
         v = windows(pad_hw(x, win.p), win, ohw)  # (N, C, OH, OW, kh, kw)
-        return np.ascontiguousarray(v.transpose(0, 1, 4, 5, 2, 3)).reshape(n, c * win.k[0] * win.k[1], ohw[0] * ohw[1])
+        return backend.array_module(x).ascontiguousarray(v.transpose(0, 1, 4, 5, 2, 3)).reshape(n, c * win.k[0] * win.k[1], ohw[0] * ohw[1])
 
     def backward(self, gz):
         return Fold.apply(gz, *self.consts)
@@ -534,10 +553,11 @@ class Fold(Op):
         cols = g.reshape(n, g.shape[1] // (kh * kw), kh, kw, *ohw)
         (pt, pb), (pl, pr) = win.p
         h, w = hw
-        buf = np.zeros((n, cols.shape[1], h + pt + pb, w + pl + pr), g.dtype)
+        am = backend.array_module(g)
+        buf = am.zeros((n, cols.shape[1], h + pt + pb, w + pl + pr), g.dtype)
         for a, b, rows, cs in win.offsets(ohw):
             buf[:, :, rows, cs] += cols[:, :, a, b]
-        return np.ascontiguousarray(buf[:, :, pt:pt + h, pl:pl + w])
+        return am.ascontiguousarray(buf[:, :, pt:pt + h, pl:pl + w])
 
     def backward(self, gz):
         return Unfold.apply(gz, *self.consts)
@@ -608,7 +628,8 @@ class ConstantPad(Op):
     def forward(self, x, pads, value):
         self.pads = pads
         shape = tuple(n + l + r for n, (l, r) in zip(x.shape, pads))
-        out = np.zeros(shape, x.dtype) if value == 0 else np.full(shape, value, x.dtype)
+        am = backend.array_module(x)
+        out = am.zeros(shape, x.dtype) if value == 0 else am.full(shape, value, x.dtype)
         src = tuple(slice(max(-l, 0), n - max(-r, 0)) for n, (l, r) in zip(x.shape, pads))
         dst = tuple(slice(max(l, 0), m - max(r, 0)) for m, (l, r) in zip(shape, pads))
         if all(s.start < s.stop for s in src):
@@ -678,7 +699,7 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
         if n + l + r < 0 or n == 0:
             raise RuntimeError(f"pad(): padding ({l}, {r}) at dimension {ax} of input {list(x.shape)} in mode {mode!r} "
                                f"gives an invalid output size")
-        y = IndexSelect.apply(y, dim=ax, index=_pad_index(n, l, r, mode))
+        y = IndexSelect.apply(y, dim=ax, index=backend.array_module(x.data).asarray(_pad_index(n, l, r, mode)))
     return y
 
 
@@ -739,13 +760,14 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         raise RuntimeError(f"interpolate(): output size {list(out_sz)} must be positive (input size {list(in_sz)})")
     ftype = x.data.dtype if x.data.dtype.kind == "f" else np.dtype(np.float32)
     y = x
+    am = backend.array_module(x.data)  # the source indices and weights are computed on the host, then moved
     for ax, n_in, n_out, sc in zip(range(2, x.ndim), in_sz, out_sz, scales):
         j = np.arange(n_out)
         if not linear:
             s = _source_scale(n_in, n_out, sc, False, np.dtype(np.float32))  # PyTorch's nearest uses float
             jj = j.astype(np.float32) + np.float32(0.5) if mode == "nearest-exact" else j.astype(np.float32)
             src = np.minimum(np.floor(jj * s).astype(np.int64), n_in - 1)
-            y = IndexSelect.apply(y, dim=ax, index=src)
+            y = IndexSelect.apply(y, dim=ax, index=am.asarray(src))
             continue
         s = _source_scale(n_in, n_out, sc, bool(align_corners), ftype)
         if align_corners:
@@ -756,7 +778,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         i1 = np.minimum(i0 + 1, n_in - 1)
         l1 = (src - i0).astype(ftype)
         shape = (n_out,) + (1,) * (x.ndim - 1 - ax)
-        w1 = make(l1.reshape(shape))
-        w0 = make((ftype.type(1) - l1).reshape(shape))
-        y = IndexSelect.apply(y, dim=ax, index=i0) * w0 + IndexSelect.apply(y, dim=ax, index=i1) * w1
+        w1 = make(am.asarray(l1.reshape(shape)))
+        w0 = make(am.asarray((ftype.type(1) - l1).reshape(shape)))
+        y = IndexSelect.apply(y, dim=ax, index=am.asarray(i0)) * w0 + IndexSelect.apply(y, dim=ax, index=am.asarray(i1)) * w1
     return y

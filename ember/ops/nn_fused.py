@@ -18,11 +18,17 @@ GEMM. The slot outputs are (O, N·L), channel-first, transposed to (N, O, ...) o
 The result is the unfused one's up to rounding: the bias is added after the maximum instead of
 inside the GEMM, and a window whose maximum is tied only after rounding z + b may route its
 gradient to a different (equal-valued) entry. NaN follows PyTorch's pooling rule (the last NaN).
+
+Devices: one implementation for NumPy and CuPy arrays (`xp = array_module(x)`, taken once per forward and
+backward and handed to the helpers). The image chunks exist for the CPU's caches; on CUDA the whole batch is one
+chunk (one GEMM per slot), and the 2x2 tournament applies the NaN rule unconditionally instead of testing for a NaN
+first (a test would synchronise the GPU on every step).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..backend import array_module, check_same_device
 from .._tensor import Tensor, make
 from ..autograd.function import Op, _new, _record
 from ..autograd.grad_mode import MODE
@@ -49,33 +55,38 @@ def _channels_last(c: int, kw: int) -> bool:
     return c * kw >= 16
 
 
-def _strided(base: np.ndarray, offset: int, shape: tuple, strides: tuple) -> np.ndarray:
+def _strided(base: np.ndarray, offset: int, shape: tuple, strides: tuple, xp=np) -> np.ndarray:
     """A view of the C-contiguous array `base` from byte `offset` on (np.ndarray on its buffer: ~1 µs, where
-    as_strided takes ~10 µs, which adds up over the slots and chunks of every step)."""
-    return np.ndarray(shape, base.dtype, buffer=base, offset=offset, strides=strides)
+    as_strided takes ~10 µs, which adds up over the slots and chunks of every step). On a device (xp not numpy),
+    as_strided on the flat view starting at `offset`."""
+    if xp is np:
+        return np.ndarray(shape, base.dtype, buffer=base, offset=offset, strides=strides)
+    return xp.lib.stride_tricks.as_strided(base.reshape(-1)[offset // base.itemsize:], shape, strides)
 
 
-def _fill_cols(cols: np.ndarray, xp: np.ndarray, win: Win, pool: tuple, q: tuple, at: slice, last: bool) -> None:
+def _fill_cols(cols: np.ndarray, xp: np.ndarray, win: Win, pool: tuple, q: tuple, at: slice, last: bool,
+               am=np) -> None:
     """The im2col columns of each slot for the images of the padded chunk xp (a C-contiguous array), into
     rows/columns `at` of cols:
     the input entries that conv output (i·P + a, j·P + b) reads at kernel offset (ka, kb).
     Channel-first: xp (m, C, Hp, Wp), cols (K, slots, N·L) with K in (c, ka, kb) order.
-    Channel-last (`last`): xp (m, Hp, Wp, C), cols (slots, N·L, K) with K in (ka, kb, c) order."""
+    Channel-last (`last`): xp (m, Hp, Wp, C), cols (slots, N·L, K) with K in (ka, kb, c) order.
+    `am` is the arrays' module. The destination reshapes only split axes, so they are views of cols."""
     (kh, kw), (th, tw), (dh, dw), (ph, pw) = win.k, win.s, win.d, pool
     if last:
         m, c = xp.shape[0], xp.shape[3]
         sn, sh, sw, sc = xp.strides
         for s, a, b in _slot_offsets(pool):
             v = _strided(xp, a * th * sh + b * tw * sw, (m,) + q + (kh, kw, c),
-                         (sn, sh * th * ph, sw * tw * pw, sh * dh, sw * dw, sc))
-            np.copyto(np.reshape(cols[s, at], v.shape, copy=False), v)
+                         (sn, sh * th * ph, sw * tw * pw, sh * dh, sw * dw, sc), am)
+            am.copyto(cols[s, at].reshape(v.shape), v)
         return
     m, c = xp.shape[:2]
     sn, sc, sh, sw = xp.strides
     for s, a, b in _slot_offsets(pool):
         v = _strided(xp, a * th * sh + b * tw * sw, (c, kh, kw, m) + q,
-                     (sc, sh * dh, sw * dw, sn, sh * th * ph, sw * tw * pw))
-        np.copyto(np.reshape(cols[:, s, at], v.shape, copy=False), v)
+                     (sc, sh * dh, sw * dw, sn, sh * th * ph, sw * tw * pw), am)
+        am.copyto(cols[:, s, at].reshape(v.shape), v)
 
 
 def _tournament(z: list, y: np.ndarray, t: np.ndarray, u: np.ndarray, masks: tuple | None) -> None:
@@ -91,7 +102,9 @@ def _tournament(z: list, y: np.ndarray, t: np.ndarray, u: np.ndarray, masks: tup
     pairs = ((t, u), (z[0], z[1]), (z[2], z[3]))
     for mask, (p, r) in zip(masks, pairs):
         np.greater_equal(p, r, out=mask)
-    if np.isnan(y.max()):  # rare: the later entry of a pair wins when it is NaN, the earlier when only it is
+    # rare: the later entry of a pair wins when it is NaN, the earlier when only it is. On a device the fix-up
+    # always runs (it changes nothing without NaNs): testing for a NaN would synchronise the GPU every step
+    if y.__class__ is not np.ndarray or np.isnan(y.max()):
         for mask, (p, r) in zip(masks, pairs):
             mask |= p != p
             mask &= r == r
@@ -109,23 +122,25 @@ class ConvReluPool(Op):
         oh, ow = win.out((h, wd))
         q = (oh // pool[0], ow // pool[1])
         slots, ln, k = pool[0] * pool[1], q[0] * q[1], c * kh * kw
-        dtype = np.result_type(x, w)
+        dtype = np.result_type(x.dtype, w.dtype)
         last = _channels_last(c, kw)
-        # images per chunk: their columns (all slots) take ~2 MiB, so each GEMM reads them from cache
-        nc = _chunk(n, k * slots * ln * x.itemsize)
+        am = array_module(x)
+        # images per chunk: their columns (all slots) take ~2 MiB, so each GEMM reads them from cache. On CUDA the
+        # whole batch is one chunk: a GPU wants one large GEMM per slot, not many small launches
+        nc = _chunk(n, k * slots * ln * x.itemsize) if am is np else n
         cn = (n if keep_cols else nc) * ln
-        cols = np.empty((slots, cn, k) if last else (k, slots, cn), dtype)
-        z = np.empty((slots, o, nc * ln), dtype)
-        ymax = np.empty((o, nc * ln), dtype)
+        cols = am.empty((slots, cn, k) if last else (k, slots, cn), dtype)
+        z = am.empty((slots, o, nc * ln), dtype)
+        ymax = am.empty((o, nc * ln), dtype)
         tree = pool == (2, 2)
         if tree:
-            t, u = np.empty_like(ymax), np.empty_like(ymax)
-            route = tuple(np.empty((o, n * ln), bool) for _ in range(3)) if need_route else None
+            t, u = am.empty_like(ymax), am.empty_like(ymax)
+            route = tuple(am.empty((o, n * ln), bool) for _ in range(3)) if need_route else None
         else:
-            route = np.empty((o, n * ln), _index_dtype(slots)) if need_route else None
-        out = np.empty((n, o) + q, dtype)
+            route = am.empty((o, n * ln), _index_dtype(slots)) if need_route else None
+        out = am.empty((n, o) + q, dtype)
         hp, wp = h + pt + pb, wd + pl + pr
-        xpad = np.zeros((min(nc, n), hp, wp, c) if last else (min(nc, n), c, hp, wp), x.dtype)  # borders stay 0
+        xpad = am.zeros((min(nc, n), hp, wp, c) if last else (min(nc, n), c, hp, wp), x.dtype)  # borders stay 0
         wm = w.transpose(0, 2, 3, 1).reshape(o, k) if last else w.reshape(o, k)
         for n0 in range(0, n, nc):
             n1 = min(n0 + nc, n)
@@ -136,7 +151,7 @@ class ConvReluPool(Op):
             else:
                 xp[:, :, pt:pt + h, pl:pl + wd] = x[n0:n1]
             at = slice(n0 * ln, n1 * ln) if keep_cols else slice(0, m * ln)
-            _fill_cols(cols, xp, win, pool, q, at, last)
+            _fill_cols(cols, xp, win, pool, q, at, last, am)
             for s in range(slots):
                 np.matmul(wm, cols[s, at].T if last else cols[:, s, at], out=z[s, :, :m * ln])
             y, zs, part = ymax[:, :m * ln], [z[s, :, :m * ln] for s in range(slots)], slice(n0 * ln, n1 * ln)
@@ -146,7 +161,7 @@ class ConvReluPool(Op):
                 _argmax_scan(zs, need_route, y, None if route is None else route[:, part])
             dst = out[n0:n1].transpose(1, 0, 2, 3)  # (O, m, QH, QW) view of the (N, O, QH, QW) result
             if b is None:
-                np.copyto(dst, y.reshape(dst.shape))
+                am.copyto(dst, y.reshape(dst.shape))
             else:
                 np.add(y.reshape(dst.shape), b.reshape(o, 1, 1, 1), out=dst)
             np.maximum(out[n0:n1], 0, out=out[n0:n1])
@@ -156,9 +171,9 @@ class ConvReluPool(Op):
             self.cols = cols
         return out
 
-    def _slot_grads(self, gt: np.ndarray, slots: int) -> np.ndarray:
+    def _slot_grads(self, gt: np.ndarray, slots: int, am=np) -> np.ndarray:
         """The pooled gradient gt (O, N·L) routed to the slots: (O, slots, N·L), one slot non-zero per window."""
-        dz = np.empty((gt.shape[0], slots, gt.shape[1]), gt.dtype)
+        dz = am.empty((gt.shape[0], slots, gt.shape[1]), gt.dtype)
         if type(self.route) is tuple:  # 2x2 tournament; subtracting keeps the split exact
             top, left, lbot = self.route
             d00, d01, d10, d11 = (dz[:, s] for s in range(4))
@@ -178,7 +193,8 @@ class ConvReluPool(Op):
         if type(self.route) is not tuple:
             return self.route
         top, left, lbot = self.route
-        return np.where(top, np.where(left, 0, 1), np.where(lbot, 2, 3)).astype(np.uint8)
+        am = array_module(top)
+        return am.where(top, am.where(left, 0, 1), am.where(lbot, 2, 3)).astype(np.uint8)
 
     def backward(self, gz, x, w, b, win, pool, need_route, keep_cols):
         if MODE.grad:  # create_graph: the same gradient from differentiable ops
@@ -187,56 +203,58 @@ class ConvReluPool(Op):
         n, o = gz.shape[:2]
         slots, ln = pool[0] * pool[1], q[0] * q[1]
         g = gz.data
+        am = array_module(g)
         # ReLU's mask and the transpose to channel-first in one pass
-        gt = np.empty((o, n * ln), g.dtype)
+        gt = am.empty((o, n * ln), g.dtype)
         np.multiply(g.transpose(1, 0, 2, 3), self.live.transpose(1, 0, 2, 3), out=gt.reshape(o, n, *q))
-        dz = self._slot_grads(gt, slots)
+        dz = self._slot_grads(gt, slots, am)
         gx = gw = gb = None
         if self.needs(1):
             cols = self.__dict__.pop("cols", None)  # used once: a second backward (retain_graph) rebuilds them
             if cols is None:
-                cols = self._rebuild_cols(x.data, win, pool, q, last)
+                cols = self._rebuild_cols(x.data, win, pool, q, last, am)
             dzm = dz.reshape(o, -1)
             if last:
                 kh, kw = win.k
                 gw = (dzm @ cols.reshape(-1, cols.shape[2])).reshape(o, kh, kw, -1).transpose(0, 3, 1, 2)
-                gw = make(np.ascontiguousarray(gw))
+                gw = make(am.ascontiguousarray(gw))
             else:
                 gw = make((dzm @ cols.reshape(cols.shape[0], -1).T).reshape(w.shape))
         if b is not None and self.needs(2):
-            gb = make(gt @ ones_vector(gt.shape[1], gt.dtype))
+            # a GEMV with the host's cached ones vector; a device sums with its own reduction
+            gb = make(gt @ ones_vector(gt.shape[1], gt.dtype) if am is np else gt.sum(1))
         if self.needs(0):
-            gx = _input_grad(dz, n, q, ohw, pool, w.data, win, x.shape[2:])
+            gx = _input_grad(dz, n, q, ohw, pool, w.data, win, x.shape[2:], am)
             if gx is None:
-                gx = _conv_transpose(self._scatter(dz, n, q, ohw, pool), w.data, win, 1, x.shape[2:])
+                gx = _conv_transpose(self._scatter(dz, n, q, ohw, pool, am), w.data, win, 1, x.shape[2:])
             gx = make(gx)
         return gx, gw, gb, None, None, None, None
 
     @staticmethod
-    def _scatter(dz: np.ndarray, n: int, q: tuple, ohw: tuple, pool: tuple) -> np.ndarray:
+    def _scatter(dz: np.ndarray, n: int, q: tuple, ohw: tuple, pool: tuple, am=np) -> np.ndarray:
         """The conv output's gradient (N, O, OH, OW) from the per-slot (O, slot, N·L) one; rows and columns past the
         last whole pool window get 0."""
         o = dz.shape[0]
         ph, pw = pool
         whole = ohw == (q[0] * ph, q[1] * pw)
-        full = (np.empty if whole else np.zeros)((n, o) + ohw, dz.dtype)
+        full = (am.empty if whole else am.zeros)((n, o) + ohw, dz.dtype)
         for s, a, b in _slot_offsets(pool):
             full[:, :, a:q[0] * ph:ph, b:q[1] * pw:pw] = dz[:, s].reshape(o, n, *q).transpose(1, 0, 2, 3)
         return full
 
     @staticmethod
-    def _rebuild_cols(x, win, pool, q, last) -> np.ndarray:
+    def _rebuild_cols(x, win, pool, q, last, am=np) -> np.ndarray:
         n, c, h, wd = x.shape
         (pt, pb), (pl, pr) = win.p
         k, slots, cn = c * win.k[0] * win.k[1], pool[0] * pool[1], n * q[0] * q[1]
-        cols = np.empty((slots, cn, k) if last else (k, slots, cn), x.dtype)
+        cols = am.empty((slots, cn, k) if last else (k, slots, cn), x.dtype)
         if last:
-            xp = np.zeros((n, h + pt + pb, wd + pl + pr, c), x.dtype)
+            xp = am.zeros((n, h + pt + pb, wd + pl + pr, c), x.dtype)
             xp[:, pt:pt + h, pl:pl + wd] = x.transpose(0, 2, 3, 1)
         else:
-            xp = np.zeros((n, c, h + pt + pb, wd + pl + pr), x.dtype)
+            xp = am.zeros((n, c, h + pt + pb, wd + pl + pr), x.dtype)
             xp[:, :, pt:pt + h, pl:pl + wd] = x
-        _fill_cols(cols, xp, win, pool, q, slice(None), last)
+        _fill_cols(cols, xp, win, pool, q, slice(None), last, am)
         return cols
 
     def _backward_graph(self, gz, x, w, b, win, pool):
@@ -244,7 +262,8 @@ class ConvReluPool(Op):
         q, ohw, _ = self.geom
         n, o = gz.shape[:2]
         g = ReluGrad.apply(gz, make(self.live))  # gz where the mask is set
-        idx = np.ascontiguousarray(self._entry_numbers().reshape(o, n, *q).transpose(1, 0, 2, 3))
+        e = self._entry_numbers()
+        idx = array_module(e).ascontiguousarray(e.reshape(o, n, *q).transpose(1, 0, 2, 3))
         dz = PoolScatter.apply(g, idx, Win(pool, pool, (1, 1), ((0, 0), (0, 0))), ohw)
         gx = ConvTranspose.apply(dz, w, win, 1, x.shape[2:]) if self.needs(0) else None
         gw = ConvWeightGrad.apply(x, dz, win, 1, w.shape) if self.needs(1) else None
@@ -253,7 +272,7 @@ class ConvReluPool(Op):
 
 
 def _input_grad(dz: np.ndarray, n: int, q: tuple, ohw: tuple, pool: tuple, w: np.ndarray, win: Win,
-                hw: tuple) -> np.ndarray | None:
+                hw: tuple, am=np) -> np.ndarray | None:
     """The input gradient of a stride-1 convolution from the per-slot (O, slots, N·L) output gradient, as the full
     convolution of the channel-last, zero-padded output gradient with the flipped kernel; None where that does not
     apply (strided, or padding beyond the kernel's extent: the caller uses _conv_transpose).
@@ -261,7 +280,7 @@ def _input_grad(dz: np.ndarray, n: int, q: tuple, ohw: tuple, pool: tuple, w: np
     The slots are scattered straight into the padded channel-last buffer, im2col copies runs of kw·O entries,
     and the GEMM writes a channel-first (C, N, H, W) result, returned as its (N, C, H, W) transposed view:
     the layout the previous layer's backward reads (one thread, batch 128, W3's conv2 with the scatter: 5.6 -> 4.5 ms
-    against the NCHW scatter and _conv_transpose)."""
+    against the NCHW scatter and _conv_transpose). `am` is the arrays' module; on a device, one chunk."""
     if win.s != (1, 1):
         return None
     o, c = w.shape[:2]
@@ -271,23 +290,23 @@ def _input_grad(dz: np.ndarray, n: int, q: tuple, ohw: tuple, pool: tuple, w: np
     if pt > eh or pb > eh or pl > ew or pr > ew:
         return None
     # dzp[n, eh - pt + r, ew - pl + s, o] = dz at conv output (r, s); zero elsewhere (rows past the pooled part too)
-    dzp = np.zeros((n, h + eh, wd + ew, o), dz.dtype)
+    dzp = am.zeros((n, h + eh, wd + ew, o), dz.dtype)
     (ph, pw), (th, tw) = pool, (eh - pt, ew - pl)
     for s, a, b in _slot_offsets(pool):
         dst = dzp[:, th + a:th + q[0] * ph:ph, tw + b:tw + q[1] * pw:pw]
-        np.copyto(dst, dz[:, s].reshape(o, n, *q).transpose(1, 2, 3, 0))
+        am.copyto(dst, dz[:, s].reshape(o, n, *q).transpose(1, 2, 3, 0))
     # wt[c, ka, kb, o] = w[o, c, kh-1-ka, kw-1-kb]
-    wt = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 2, 3, 0)).reshape(c, -1)
-    gx = np.empty((c, n, h, wd), dz.dtype)
+    wt = am.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 2, 3, 0)).reshape(c, -1)
+    gx = am.empty((c, n, h, wd), dz.dtype)
     kk = kh * kw * o
-    nc = _chunk(n, h * wd * kk * dz.itemsize)
-    buf = np.empty((nc, h, wd, kh, kw, o), dz.dtype)
+    nc = _chunk(n, h * wd * kk * dz.itemsize) if am is np else n  # chunks for the CPU's caches only
+    buf = am.empty((nc, h, wd, kh, kw, o), dz.dtype)
     sn, sh, sw, so = dzp.strides
     for n0 in range(0, n, nc):
         n1 = min(n0 + nc, n)
         m = n1 - n0
-        v = _strided(dzp, n0 * sn, (m, h, wd, kh, kw, o), (sn, sh, sw, sh * dh, sw * dw, so))
-        np.copyto(buf[:m], v)
+        v = _strided(dzp, n0 * sn, (m, h, wd, kh, kw, o), (sn, sh, sw, sh * dh, sw * dw, so), am)
+        am.copyto(buf[:m], v)
         np.matmul(wt, buf[:m].reshape(m * h * wd, kk).T, out=gx[:, n0:n1].reshape(c, m * h * wd))
     return gx.transpose(1, 0, 2, 3)
 
@@ -315,6 +334,9 @@ def conv2d_relu_max_pool2d(input: Tensor, weight: Tensor, bias: Tensor | None, s
         raise RuntimeError(f"conv2d_relu_max_pool2d(): pool {list(p)} does not fit the convolution's output of size "
                            f"{list(ohw)}")
     args = (x, w, bias)
+    if x.data.__class__ is not np.ndarray or w.data.__class__ is not np.ndarray or \
+            (bias is not None and bias.data.__class__ is not np.ndarray):  # two GPUs share one array type
+        check_same_device("conv2d_relu_max_pool2d", [t.data for t in args if t is not None])
     record = MODE.grad and any(t is not None and t.requires_grad for t in args)
     node = _new(ConvReluPool)
     out = node.forward(x.data, w.data, None if bias is None else bias.data, win, p, record, record and w.requires_grad)

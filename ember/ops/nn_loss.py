@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype as dt
+from .. import backend
 from .._tensor import Tensor, make
 from ..autograd.function import Op, _record
 from ..autograd.grad_mode import MODE
@@ -183,7 +184,7 @@ def _ignored(t, C: int, ignore_index: int, op: str):
     ignored = t == ignore_index
     bad = ~ignored & ((t < 0) | (t >= C))
     if bad.any():
-        raise IndexError(f"{op}(): Target {t[bad].flat[0]} is out of bounds: class indices must be in [0, {C}) for "
+        raise IndexError(f"{op}(): Target {backend.to_host(t[bad])[0]} is out of bounds: class indices must be in [0, {C}) for "
                          f"an input with {C} classes (or equal ignore_index={ignore_index})")
     return ignored if ignored.any() else None
 
@@ -216,7 +217,7 @@ def _rows(x, nd: int, C: int):
         return x
     if nd == 1:
         return x.reshape(1, C)
-    return np.moveaxis(x, 1, -1).reshape(-1, C)
+    return x.transpose((0,) + tuple(range(2, nd)) + (1,)).reshape(-1, C)
 
 
 def _unrows(a, shape: tuple):
@@ -226,7 +227,7 @@ def _unrows(a, shape: tuple):
         return a
     if nd == 1:
         return a.reshape(a.shape[1:])
-    return np.moveaxis(a.reshape((shape[0],) + shape[2:] + (a.shape[1],)), -1, 1)
+    return a.reshape((shape[0],) + shape[2:] + (a.shape[1],)).transpose((0, nd - 1) + tuple(range(1, nd - 1)))
 
 
 class CrossEntropy(Op):
@@ -240,10 +241,11 @@ class CrossEntropy(Op):
         x2 = _rows(x, nd, C)
         tt = t.reshape(-1)
         M = x2.shape[0]
-        rows = np.arange(M)
+        am = backend.array_module(x)
+        rows = am.arange(M)
         ignored = _ignored(tt, C, ignore_index, "cross_entropy")
         valid = None if ignored is None else ~ignored
-        ts = tt if valid is None else np.where(ignored, 0, tt)
+        ts = tt if valid is None else am.where(ignored, 0, tt)
         wt = None if w is None else w[ts]  # each sample's target weight
         # softmax and the picked log-probability, in one (M, C) array
         z = x2 - x2.max(axis=1, keepdims=True) if M else x2.copy()
@@ -297,11 +299,11 @@ class CrossEntropy(Op):
         if wt is not None:
             pick = pick * wt
         Q = pick if not eps else pick + a * ((C if w is None else w.sum()) * eps / C)  # Σ_c q_ic, scaled
-        grad = p * (Q if np.ndim(Q) == 0 else Q[:, None])
+        grad = p * (Q if getattr(Q, "ndim", 0) == 0 else Q[:, None])
         grad[self.rows, ts] -= pick  # no one-hot matrix: subtract at each row's target
         if eps:
             sm = a * (eps / C)
-            sm = sm[:, None] if np.ndim(sm) else sm
+            sm = sm[:, None] if getattr(sm, "ndim", 0) else sm
             grad -= sm if w is None else sm * w
         return (make(_unrows(grad, x.shape)),) + (None,) * 5
 
@@ -309,12 +311,13 @@ class CrossEntropy(Op):
         """The same gradient as backward's, (softmax·Q - q)·g, made of ember ops (differentiable in x and gz)."""
         M, C = self.p.shape
         dtype = self.p.dtype
-        valid = np.ones(M, dtype) if self.valid is None else self.valid.astype(dtype)
-        wt = np.ones(M, dtype) if self.wt is None else self.wt
-        q = np.zeros((M, C), dtype)
-        q[np.arange(M), self.ts] = valid * wt * (1 - eps)
+        am = backend.array_module(self.p)
+        valid = am.ones(M, dtype) if self.valid is None else self.valid.astype(dtype)
+        wt = am.ones(M, dtype) if self.wt is None else self.wt
+        q = am.zeros((M, C), dtype)
+        q[am.arange(M), self.ts] = valid * wt * (1 - eps)
         if eps:
-            q += (valid * (eps / C))[:, None] * (np.ones(C, dtype) if w is None else w)
+            q += (valid * (eps / C))[:, None] * (am.ones(C, dtype) if w is None else w)
         Q = q.sum(axis=1, keepdims=True)
         axis = 0 if x.ndim == 1 else 1
         p = Softmax.apply(x, axis)
@@ -349,11 +352,13 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     ta = _class_target(x, t, op)
     if w is not None:
         w = _constant(w, op, "weight").data
+    if ta.__class__ is not x.data.__class__ or (w is not None and w.__class__ is not x.data.__class__):
+        backend.check_same_device(op, (x.data, ta, w))  # Op.apply's check, which the unrolled call skips
     # Op.apply unrolled for one tensor and constants: this is the hot path of classification training
     node = _new(CrossEntropy)
     args = (x, ta, w, ignore_index, float(label_smoothing), r)
     out = node.forward(x.data, *args[1:])
-    if type(out) is not np.ndarray:
+    if isinstance(out, np.generic):  # NumPy's reductions give scalars (CuPy's give 0-d arrays)
         out = np.asarray(out)
     return _record(node, args, out) if x.requires_grad and MODE.grad else make(out)
 
@@ -389,24 +394,27 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     w = None if w is None else _constant(w, op, "weight").data
     ta = _class_target(x, t, op)
     ignored = _ignored(ta.reshape(-1), C, ignore_index, op)
-    ignored = np.zeros(ta.shape, bool) if ignored is None else ignored.reshape(ta.shape)
-    safe = np.where(ignored, 0, ta).astype(np.int64, copy=False)
+    if ta.__class__ is not x.data.__class__ or (w is not None and w.__class__ is not x.data.__class__):
+        backend.check_same_device(op, (x.data, ta, w))
+    am = backend.array_module(x.data)
+    ignored = am.zeros(ta.shape, bool) if ignored is None else ignored.reshape(ta.shape)
+    safe = am.where(ignored, 0, ta).astype(np.int64, copy=False)
     if x.ndim == 1:
         picked = x.gather(0, make(safe.reshape(1))).reshape(())
     else:
-        picked = x.gather(1, make(np.expand_dims(safe, 1))).squeeze(1)
+        picked = x.gather(1, make(safe.reshape(safe.shape[:1] + (1,) + safe.shape[1:]))).squeeze(1)
     coef = None
     if w is not None:
         coef = w[safe]
     if ignored.any():
-        coef = np.where(ignored, x.data.dtype.type(0), coef if coef is not None else x.data.dtype.type(1))
-    loss = -picked if coef is None else picked * make(-np.asarray(coef, x.data.dtype))
+        coef = am.where(ignored, x.data.dtype.type(0), coef if coef is not None else x.data.dtype.type(1))
+    loss = -picked if coef is None else picked * make(-coef.astype(x.data.dtype, copy=False))
     if r == "none":
         return loss
     total = loss.sum()
     if r == "sum":
         return total
-    denom = ta.size if coef is None else float(np.sum(coef))
+    denom = ta.size if coef is None else float(coef.sum())
     return total / denom if denom else total * 0.0 + math.nan  # nothing counted: a nan loss, a zero gradient
 
 
@@ -417,9 +425,10 @@ class BinaryCrossEntropy(Op):
 
     def forward(self, x, t):
         # explicit out= arrays: on 0-d inputs the ufuncs would return NumPy scalars, which cannot be written in place
-        lx = np.log(x, out=np.empty_like(x))
+        am = backend.array_module(x)
+        lx = np.log(x, out=am.empty_like(x))
         np.maximum(lx, -100, out=lx)
-        l1x = np.subtract(1, x, out=np.empty_like(x))
+        l1x = np.subtract(1, x, out=am.empty_like(x))
         np.log(l1x, out=l1x)
         np.maximum(l1x, -100, out=l1x)
         lx *= t
@@ -446,6 +455,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
         raise RuntimeError(f"{op}(): input and target must be floating tensors, got {x.dtype} and {t.dtype}")
     for name, a in (("input", x.data), ("target", t.data)):
         if a.size and not ((a >= 0) & (a <= 1)).all():
+            a = backend.to_host(a)  # for the message only
             raise RuntimeError(f"{op}(): all elements of {name} should be between 0 and 1, got values in "
                                f"[{np.nanmin(a)}, {np.nanmax(a)}]" + (" and NaN" if np.isnan(a).any() else ""))
     if x.data.dtype != t.data.dtype:

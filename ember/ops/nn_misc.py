@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .. import _dtype as dt
+from .. import backend
 from .._tensor import Tensor, bump_version, make
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE, no_grad
@@ -85,7 +86,8 @@ def _linear_grads(node: Linear, g, x, w, b) -> tuple:
         gw = make(_weight_grad(g2, _rows(x)))
     if b is not None and node.needs(2):
         if b.shape == (m,):
-            gb = make(ones_vector(g2.shape[0], g.dtype) @ g2)  # column sums as one GEMV
+            # column sums as one GEMV with the host's cached ones (a plain sum on other devices)
+            gb = make(ones_vector(g2.shape[0], g.dtype) @ g2 if g2.__class__ is np.ndarray else g2.sum(0))
         else:
             gb = sum_to(make(g), b.shape)
     return gx, gw, gb
@@ -188,7 +190,7 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 # ---------------------------------------------------------------------- embedding
 def _counts(idx, n: int):
     """How often each of the n rows occurs in idx, as a divisor (1 where a row does not occur)."""
-    c = np.bincount(idx.reshape(-1), minlength=n)
+    c = backend.array_module(idx).bincount(idx.reshape(-1), minlength=n)
     np.maximum(c, 1, out=c)
     return c
 
@@ -216,7 +218,7 @@ class EmbeddingBackward(Op):
     def forward(self, g, idx, n, pad, scale):
         self.idx, self.pad, self.scale = idx, pad, scale
         rows = idx.reshape(-1)
-        out = np.zeros((n,) + g.shape[idx.ndim:], g.dtype)
+        out = backend.array_module(g).zeros((n,) + g.shape[idx.ndim:], g.dtype)
         _add_rows(out, rows, g.reshape((rows.size,) + out.shape[1:]))
         if scale:
             out /= _counts(idx, n).astype(g.dtype).reshape((n,) + (1,) * (out.ndim - 1))
@@ -250,9 +252,10 @@ def _renorm_rows(weight: Tensor, idx, max_norm: float, norm_type: float) -> None
     """Scale, in place, the rows of weight used by idx whose norm exceeds max_norm to norm max_norm (PyTorch's
     embedding_renorm_: factor max_norm / (norm + 1e-7))."""
     w = weight.data
-    rows = np.unique(idx)
+    am = backend.array_module(w)
+    rows = am.unique(idx)
     sel = w[rows]
-    norms = np.linalg.norm(sel.astype(np.float64, copy=False).reshape(len(rows), -1), ord=norm_type, axis=1)
+    norms = am.linalg.norm(sel.astype(np.float64, copy=False).reshape(len(rows), -1), ord=norm_type, axis=1)
     big = norms > max_norm
     if big.any():
         factor = (max_norm / (norms[big] + 1e-7)).astype(w.dtype)
@@ -287,6 +290,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
     if w.ndim != 2:
         raise RuntimeError(f"embedding(): 'weight' must be 2-D (num_embeddings, embedding_dim), got shape "
                            f"{list(w.shape)}")
+    if idx.__class__ is not w.__class__:
+        backend.check_same_device("embedding", (w, idx))
     n = w.shape[0]
     padding_idx = padding_index(padding_idx, n)
     if idx.size and (idx.min() < 0 or idx.max() >= n):
@@ -316,8 +321,9 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         if idx.max() >= num_classes:
             raise RuntimeError(f"Class values must be smaller than num_classes: one_hot got {int(idx.max())} with "
                                f"num_classes={num_classes}")
-    out = np.zeros(idx.shape + (num_classes,), np.int64)
-    np.put_along_axis(out, idx[..., None], 1, axis=-1)
+    am = backend.array_module(idx)
+    out = am.zeros(idx.shape + (num_classes,), np.int64)
+    am.put_along_axis(out, idx[..., None], 1, axis=-1)
     return make(out)
 
 
@@ -329,7 +335,7 @@ class _FloorValue(Op):
     saves_inputs = False
 
     def forward(self, x, eps):
-        return np.maximum(x, np.asarray(eps, x.dtype))
+        return np.maximum(x, x.dtype.type(eps))
 
     def backward(self, gz):
         return gz, None
@@ -341,14 +347,14 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     _need_tensor("cosine_similarity", "x2", x2, 2)
     if x1.data.dtype.kind != "f" and x2.data.dtype.kind != "f":
         raise RuntimeError(f"cosine_similarity(): expected common dtype to be floating point, yet common dtype is "
-                           f"{_float_name(np.result_type(x1.data, x2.data))}")
+                           f"{_float_name(np.result_type(x1.data.dtype, x2.data.dtype))}")
     try:
         a, b = broadcast_tensors(x1, x2)
     except RuntimeError as e:
         raise RuntimeError(f"cosine_similarity(): x1 of shape {list(x1.shape)} and x2 of shape {list(x2.shape)} do "
                            f"not broadcast: {e}") from None
     if a.data.dtype != b.data.dtype:
-        common = dt.FROM_NP[np.result_type(a.data, b.data)]
+        common = dt.FROM_NP[np.result_type(a.data.dtype, b.data.dtype)]
         a, b = a.to(common), b.to(common)
     n1 = _FloorValue.apply(norm(a, 2, dim, keepdim=True), eps)
     n2 = _FloorValue.apply(norm(b, 2, dim, keepdim=True), eps)

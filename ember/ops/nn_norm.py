@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from .. import backend
 from .._tensor import Tensor, bump_version, make
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE
@@ -50,7 +51,7 @@ class Normalize(Op):
         if w is not None:
             np.multiply(xc, w if view is None else w.reshape(view), out=sq)
         else:
-            np.copyto(sq, xc)
+            sq[...] = xc
         if b is not None:
             sq += b if view is None else b.reshape(view)
         return sq
@@ -60,7 +61,7 @@ class Normalize(Op):
             return _normalize_grad_graph(self, gz, x, w, b, axes, paxes, view, eps)
         g = gz.data
         xh, r, mean = self.xhat, self.r, self.mean
-        psum = _reducer(g, paxes, 1) if paxes else np.copy  # parameter gradients: sums over paxes
+        psum = _reducer(g, paxes, 1) if paxes else _copy  # parameter gradients: sums over paxes
         gw = gb = gx = None
         if b is not None and self.needs(2):
             gb = make(psum(g).reshape(b.shape))
@@ -77,6 +78,10 @@ class Normalize(Op):
             p *= wv  # g·γ·x̂
             gx = _input_grad(g * wv, p, xh, r, mean)
         return gx, gw, gb, None, None, None, None
+
+
+def _copy(a):
+    return a.copy()
 
 
 def _input_grad(gh, p, xh, r, mean) -> Tensor:
@@ -232,6 +237,10 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         axes = (0,) + tuple(range(2, x.ndim))
         running = None
         if running_mean is not None or running_var is not None:
+            # the running statistics are updated in place, outside Op.apply's device check
+            stats = [t.data for t in (running_mean, running_var) if t is not None]
+            if any(a.__class__ is not x.__class__ for a in stats):
+                backend.check_same_device("batch_norm", [x] + stats)
             running = (running_mean, running_var, float(momentum))
         return Normalize.apply(input, weight, bias, axes, axes, view, eps, running=running)
     if running_mean is None or running_var is None:

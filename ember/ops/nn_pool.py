@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import backend
 from .._tensor import Tensor, make
 from ..autograd.function import Op, _new, _record
 from ..autograd.grad_mode import MODE
@@ -70,19 +71,20 @@ def _argmax_scan(views: list, need_idx: bool, y: np.ndarray, idx: np.ndarray | N
     """Running maximum over equally shaped arrays (the window entries, in row-major kernel order) into y
     and, if asked, the position of PyTorch's pick into idx: the first maximum, or the last NaN when there is one."""
     if not need_idx:
-        np.copyto(y, views[0])
+        y[...] = views[0]
         for v in views[1:]:
             np.maximum(y, v, out=y)
         return
+    am = backend.array_module(y)
     idx[...] = 0
     it = idx.dtype.type
-    wins, cand = np.empty(y.shape, bool), np.empty_like(idx)
+    wins, cand = am.empty(y.shape, bool), am.empty_like(idx)
     # two buffers in turn, so that "v wins" is a compare of the new maximum with the old on contiguous
     # arrays rather than of the strided v (W3's pools: 1.26 -> 0.90 ms and 0.80 -> 0.54 ms); the last
     # maximum lands in y
-    bufs = (y, np.empty_like(y))
+    bufs = (y, am.empty_like(y))
     cur = bufs[(len(views) - 1) % 2]
-    np.copyto(cur, views[0])
+    cur[...] = views[0]
     for o, v in enumerate(views[1:], 1):
         prev, cur = cur, bufs[(len(views) - 1 - o) % 2]
         np.maximum(prev, v, out=cur)
@@ -90,7 +92,7 @@ def _argmax_scan(views: list, need_idx: bool, y: np.ndarray, idx: np.ndarray | N
         # o grows, so "idx = o where v wins" is a maximum: branch-free, unlike np.where or masked assignment
         np.maximum(idx, np.multiply(wins, it(o), out=cand), out=idx)
     if y.dtype.kind == "f" and np.isnan(y).any():  # rare: redo the positions with PyTorch's NaN rule
-        m = np.array(views[0])
+        m = views[0].copy()
         idx[...] = 0
         for o, v in enumerate(views[1:], 1):
             u = v > m
@@ -121,8 +123,9 @@ class MaxPool(Op):
     def forward(self, x, win, need_idx):
         n, c = x.shape[:2]
         ohw = win.out(x.shape[2:])
-        y = np.empty((n, c) + ohw, x.dtype)
-        self.idx = np.empty(y.shape, _index_dtype(win.k[0] * win.k[1])) if need_idx else None
+        am = backend.array_module(x)
+        y = am.empty((n, c) + ohw, x.dtype)
+        self.idx = am.empty(y.shape, _index_dtype(win.k[0] * win.k[1])) if need_idx else None
         # chunks of images, so that the kh·kw strided passes over a chunk read it from cache, not memory
         # (one thread, batch 1000: W3's first pool 11.0 -> 6.5 ms without indices, 23 -> 12 ms with them)
         nc = _chunk(n, c * x.shape[2] * x.shape[3] * x.itemsize)
@@ -153,7 +156,8 @@ class PoolScatter(Op):
         # windows that tile the padded input write every entry: no zeroing needed (W3's pools: 5-15% faster)
         tiled = disjoint and win.d == (1, 1) and win.s == win.k and (oh * win.s[0], ow * win.s[1]) == (hp, wp)
         padded = bool(pt or pb or pl or pr)
-        out = (np.empty if tiled and not padded else np.zeros)((n, c, h, w), g.dtype)
+        am = backend.array_module(g)
+        out = (am.empty if tiled and not padded else am.zeros)((n, c, h, w), g.dtype)
         # a product with the 0/1 mask is branch-free (np.where is ~5x slower), but inf·0 would put NaN
         # in the other entries of an inf's window: non-finite gradients (rare; one sum detects them) take np.where
         finite = np.isfinite(g.sum())
@@ -162,12 +166,12 @@ class PoolScatter(Op):
         nc = _chunk(n, c * hp * wp * g.itemsize)
         for n0 in range(0, n, nc):
             gc, ic = g[n0:n0 + nc], idx[n0:n0 + nc]
-            buf = (np.empty if tiled else np.zeros)((len(gc), c, hp, wp), g.dtype) if padded else out[n0:n0 + nc]
+            buf = (am.empty if tiled else am.zeros)((len(gc), c, hp, wp), g.dtype) if padded else out[n0:n0 + nc]
             for o, (_, _, rows, cols) in enumerate(win.offsets((oh, ow))):
                 if finite and disjoint:
                     np.multiply(gc, ic == o, out=buf[:, :, rows, cols])
                     continue
-                picked = gc * (ic == o) if finite else np.where(ic == o, gc, zero)
+                picked = gc * (ic == o) if finite else am.where(ic == o, gc, zero)
                 if disjoint:
                     buf[:, :, rows, cols] = picked
                 else:
@@ -188,9 +192,10 @@ class PoolGather(Op):
     def forward(self, x, idx, win, hw):
         self.args = (idx, win, hw)
         xp = pad_hw(x, win.p)
-        out = np.zeros(idx.shape, x.dtype)
+        am = backend.array_module(x)
+        out = am.zeros(idx.shape, x.dtype)
         for o, (_, _, rows, cols) in enumerate(win.offsets(idx.shape[2:])):
-            np.copyto(out, xp[:, :, rows, cols], where=idx == o)
+            am.copyto(out, xp[:, :, rows, cols], where=idx == o)
         return out
 
     def backward(self, gz):
@@ -200,10 +205,11 @@ class PoolGather(Op):
 def _plane_indices(idx: np.ndarray, win: Win, hw: tuple) -> np.ndarray:
     """Window entry numbers as PyTorch's indices: flat positions h·W + w in each (unpadded) input plane."""
     kh, kw = win.k
+    am = backend.array_module(idx)
     a, b = np.divmod(idx.astype(np.int64), kw)
     oh, ow = idx.shape[2:]
-    rows = (np.arange(oh) * win.s[0] - win.p[0][0]).reshape(oh, 1) + a * win.d[0]
-    cols = np.arange(ow) * win.s[1] - win.p[1][0] + b * win.d[1]
+    rows = (am.arange(oh) * win.s[0] - win.p[0][0]).reshape(oh, 1) + a * win.d[0]
+    cols = am.arange(ow) * win.s[1] - win.p[1][0] + b * win.d[1]
     return rows * hw[1] + cols
 
 
@@ -244,7 +250,8 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
         raise RuntimeError(f"avg_pool2d(): divisor must be not zero, got divisor_override={divisor_override}")
     n, c, h, w = x.shape
     # the window sums: a 1-channel convolution of every plane with a kernel of ones (one GEMM)
-    ones = make(np.ones((1, 1) + win.k, x.data.dtype))
+    am = backend.array_module(x.data)
+    ones = make(am.ones((1, 1) + win.k, x.data.dtype))
     sums = View.apply(Conv.apply(View.apply(x, (n * c, 1, h, w)), ones, None, win, 1), (n, c, oh, ow))
     if divisor_override is not None:
         y = sums / divisor_override
@@ -252,7 +259,7 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
         dh = _window_sizes(h, oh, win.k[0], win.s[0], win.p[0][0], count_include_pad)
         dw = _window_sizes(w, ow, win.k[1], win.s[1], win.p[1][0], count_include_pad)
         div = np.multiply.outer(dh, dw)
-        y = sums / (int(div[0, 0]) if (div == div[0, 0]).all() else make(div.astype(x.data.dtype)))
+        y = sums / (int(div[0, 0]) if (div == div[0, 0]).all() else make(am.asarray(div.astype(x.data.dtype))))
     return _unbatch(y, batched)
 
 
@@ -295,7 +302,8 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     oh, ow = _adaptive_size("adaptive_avg_pool2d", output_size, (h, w))
     if (oh, ow) == (1, 1):
         return x.mean((-2, -1), keepdim=True)
-    return matmul(make(_avg_matrix(h, oh, dtype)), matmul(x, make(_avg_matrix(w, ow, dtype).T.copy())))
+    am = backend.array_module(x.data)  # the small averaging matrices are built on the host, then moved
+    return matmul(make(am.asarray(_avg_matrix(h, oh, dtype))), matmul(x, make(am.asarray(_avg_matrix(w, ow, dtype).T.copy()))))
 
 
 def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):
@@ -311,14 +319,15 @@ def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False
         start, end = _bins(size, o)
         k = int((end - start).max())
         out.append(np.minimum(start[:, None] + np.arange(k), end[:, None] - 1))  # (o, k)
-    ih, iw = idx_h[0], idx_w[0]
+    am = backend.array_module(x.data)  # the bin indices are built on the host, then moved
+    ih, iw = am.asarray(idx_h[0]), am.asarray(idx_w[0])
     g = x.data[:, :, ih[:, :, None, None], iw[None, None, :, :]]  # (N, C, OH, KH, OW, KW)
-    code = np.empty((n, c, oh, ow), _index_dtype(ih.shape[1] * iw.shape[1]))
+    code = am.empty((n, c, oh, ow), _index_dtype(ih.shape[1] * iw.shape[1]))
     _argmax_scan([g[:, :, :, a, :, b] for a in range(ih.shape[1]) for b in range(iw.shape[1])], True,
-                 np.empty(code.shape, g.dtype), code)
+                 am.empty(code.shape, g.dtype), code)
     a, b = np.divmod(code.astype(np.int64), iw.shape[1])
-    plane = ih[np.arange(oh)[:, None], a] * w + iw[np.arange(ow), b]  # flat in-plane index of each maximum
-    glob = plane + (np.arange(n * c) * (h * w)).reshape(n, c, 1, 1)
+    plane = ih[am.arange(oh)[:, None], a] * w + iw[am.arange(ow), b]  # flat in-plane index of each maximum
+    glob = plane + (am.arange(n * c) * (h * w)).reshape(n, c, 1, 1)
     y = _unbatch(Take.apply(x, index=glob), batched)
     if return_indices:
         return y, _unbatch(make(plane), batched)

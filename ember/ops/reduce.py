@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _dtype as dt
 from ..backend import array_module
-from .._tensor import Tensor, _dim, make
+from .._tensor import Tensor, _dim, make, on_device_of
 from ..autograd.function import Op, _record
 from ..autograd.grad_mode import MODE
 from .arithmetic import broadcast_to, maximum, minimum, sum_array, where
@@ -223,7 +223,7 @@ class Var(Op):
     """z = Σ (x - x̄)² / (N - correction) over `axes`;  dz/dx = 2 (x - x̄) / (N - correction)."""
 
     def forward(self, x, axes, correction, keepdim):
-        return _var_array(np.var, x, axes, correction, keepdim, "var")
+        return _var_array(array_module(x).var, x, axes, correction, keepdim, "var")
 
     def backward(self, gz, x, axes, correction, keepdim):
         return _var_grad(_keep(gz, x.shape, axes, keepdim), x, axes, correction)
@@ -235,7 +235,7 @@ class Std(Op):
     saves_output = True
 
     def forward(self, x, axes, correction, keepdim):
-        return _var_array(np.std, x, axes, correction, keepdim, "std")
+        return _var_array(array_module(x).std, x, axes, correction, keepdim, "std")
 
     def backward(self, gz, x, axes, correction, keepdim):
         s = _keep(self.output(), x.shape, axes, keepdim)
@@ -316,7 +316,7 @@ class TakeAlong(Op):
 
     def forward(self, x, idx, axis, keepdim):
         self.in_shape, self.idx, self.axis, self.keepdim = x.shape, idx, axis, keepdim
-        v = np.take_along_axis(x, idx, axis)
+        v = array_module(x).take_along_axis(x, idx, axis)
         return v if keepdim else v.squeeze(axis)
 
     def backward(self, gz):
@@ -331,7 +331,8 @@ class PutAlong(Op):
     def forward(self, g, idx, axis, keepdim, shape):
         self.idx, self.axis, self.keepdim = idx, axis, keepdim
         xp = array_module(g)
-        out = xp.zeros(shape, g.dtype)
+        with on_device_of(g):
+            out = xp.zeros(shape, g.dtype)
         xp.put_along_axis(out, idx, g if keepdim else xp.expand_dims(g, axis), axis)
         return out
 
@@ -364,7 +365,9 @@ def _max_min(x, dim, keepdim: bool, largest: bool, op: str):
     if x.data.ndim == 0:  # a 0-d tensor is its own max, at index 0
         xp = array_module(x.data)
         v = _apply(KeepDims, x, (1,))
-        return result(_apply(TakeAlong, v, xp.zeros((1,), _INT64), 0, False), make(xp.zeros((), _INT64)))
+        with on_device_of(x.data):
+            zero, zero0 = xp.zeros((1,), _INT64), xp.zeros((), _INT64)
+        return result(_apply(TakeAlong, v, zero, 0, False), make(zero0))
     _nonempty(x, (axis,), op, False)
     idx = (x.data.argmax if largest else x.data.argmin)(axis=axis, keepdims=True)
     # the gradient goes to the returned index only (PyTorch's rule for max(dim), unlike amax)
@@ -420,7 +423,8 @@ def _arg(x, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
         return make(i.reshape((1,) * a.ndim) if keepdim else i)
     axis = _dim(dim, a.ndim, op)
     if a.ndim == 0:
-        return make(array_module(a).zeros((), _INT64))
+        with on_device_of(a):
+            return make(array_module(a).zeros((), _INT64))
     _nonempty(x, (axis,), op, False)
     return make(_as_array(fn(axis=axis, keepdims=keepdim)).astype(_INT64, copy=False))  # 1-d: NumPy gives a scalar
 
@@ -443,12 +447,13 @@ class LogSumExp(Op):
 
     def forward(self, x, axes, keepdim):
         if builtins.any(x.shape[a] == 0 for a in axes):
-            m = array_module(x).zeros(_keep_shape(x.shape, axes), x.dtype)
+            with on_device_of(x):
+                m = array_module(x).zeros(_keep_shape(x.shape, axes), x.dtype)
         else:
             m = x.max(axis=axes, keepdims=True)
             finite = np.isfinite(m)
             if not finite.all():  # all -inf (or an inf): shifting by it would make inf - inf = nan
-                m = np.where(finite, m, 0)
+                m = array_module(x).where(finite, m, 0)
         s = np.log(np.exp(x - m).sum(axis=axes, keepdims=True)) + m
         return s if keepdim else s.reshape(_reduced_shape(x.shape, axes, False))
 
@@ -546,9 +551,10 @@ class Cumsum(Op):
         acc = _INT64 if x.dtype.kind in "biu" else None
         if x.ndim == 0:
             return x.astype(acc or x.dtype)
+        xp = array_module(x)
         if reverse:
-            return np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=acc), axis)
-        return np.cumsum(x, axis=axis, dtype=acc)
+            return xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis, dtype=acc), axis)
+        return xp.cumsum(x, axis=axis, dtype=acc)
 
     def backward(self, gz):
         return _apply(Cumsum, gz, self.axis, not self.reverse)
@@ -567,7 +573,7 @@ class Cumprod(Op):
         acc = _INT64 if x.dtype.kind in "biu" else None
         if x.ndim == 0:
             return x.astype(acc or x.dtype)
-        return np.cumprod(x, axis=axis, dtype=acc)
+        return array_module(x).cumprod(x, axis=axis, dtype=acc)
 
     def backward(self, gz, x, axis):
         z = self.output()
@@ -602,27 +608,27 @@ def cumprod(input: Tensor, dim, *, dtype=None) -> Tensor:
 
 
 # ---------------------------------------------------------------------- logical reductions and counts
-def _logical(x: Tensor, dim, keepdim: bool, fn, op: str) -> Tensor:
+def _logical(x: Tensor, dim, keepdim: bool, op: str) -> Tensor:
     a = x.data
-    r = _as_array(fn(a, axis=_axes(dim, a.ndim, op, empty_is_all=False), keepdims=keepdim))
+    r = _as_array(getattr(a, op)(axis=_axes(dim, a.ndim, op, empty_is_all=False), keepdims=keepdim))
     return make(r.astype(np.uint8) if a.dtype == np.uint8 else r)  # PyTorch keeps uint8 for uint8 input
 
 
 def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Whether every element over `dim` is nonzero (bool; uint8 for uint8 input)."""
-    return _logical(_check(input, "all"), dim, keepdim, np.all, "all")
+    return _logical(_check(input, "all"), dim, keepdim, "all")
 
 
 def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Whether any element over `dim` is nonzero (bool; uint8 for uint8 input)."""
-    return _logical(_check(input, "any"), dim, keepdim, np.any, "any")
+    return _logical(_check(input, "any"), dim, keepdim, "any")
 
 
 def count_nonzero(input: Tensor, dim=None) -> Tensor:
     """Number of nonzero elements over `dim` (int or tuple; all when None), as int64."""
     a = _check(input, "count_nonzero").data
     axes = _axes(dim, a.ndim, "count_nonzero")
-    return make(_as_array(np.count_nonzero(a, axis=axes) if axes else (a != 0)).astype(_INT64, copy=False))
+    return make(_as_array(array_module(a).count_nonzero(a, axis=axes) if axes else (a != 0)).astype(_INT64, copy=False))
 
 
 def _bind() -> None:

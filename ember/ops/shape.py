@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import _dtype as dt
 from .. import backend
-from .._tensor import Slot, Tensor, _dim, as_view, make
+from .._tensor import Slot, Tensor, _dim, as_view, make, on_device_of
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE
 from .arithmetic import BroadcastTo, sum_to
@@ -86,7 +86,8 @@ def _infer(sizes: tuple, numel: int, op: str) -> tuple:
 
 def _zeros(like: Tensor, shape: tuple) -> Tensor:
     """A constant zero tensor of `shape` with like's dtype, on like's device."""
-    return make(backend.array_module(like.data).zeros(shape, like.data.dtype))
+    with on_device_of(like.data):
+        return make(backend.array_module(like.data).zeros(shape, like.data.dtype))
 
 
 def _check_tensor(x, op: str) -> None:
@@ -144,7 +145,8 @@ class Embed(Op):
 
     def forward(self, g, shape, dim, start):
         self.dim, self.start, self.length = dim, start, g.shape[dim]
-        z = backend.array_module(g).zeros(shape, g.dtype)
+        with on_device_of(g):
+            z = backend.array_module(g).zeros(shape, g.dtype)
         z[(slice(None),) * dim + (slice(start, start + g.shape[dim]),)] = g
         return z
 
@@ -159,7 +161,7 @@ class Tile(Op):
 
     def forward(self, x, reps):
         self.in_shape, self.reps = x.shape, reps
-        return np.tile(x, reps)
+        return backend.array_module(x).tile(x, reps)
 
     def backward(self, gz):
         # view gz as (r0, s0, r1, s1, ...) and sum the r axes: sum_to onto (1, s0, 1, s1, ...)
@@ -175,7 +177,7 @@ class Flip(Op):
 
     def forward(self, x, dims):
         self.dims = dims
-        return np.flip(x, dims).copy() if dims else x.copy()
+        return backend.array_module(x).flip(x, dims).copy() if dims else x.copy()
 
     def backward(self, gz):
         return Flip.apply(gz, self.dims)
@@ -188,7 +190,7 @@ class Roll(Op):
 
     def forward(self, x, shifts, dims):
         self.shifts, self.dims = shifts, dims
-        return np.roll(x, shifts, dims)
+        return backend.array_module(x).roll(x, shifts, dims)
 
     def backward(self, gz):
         return Roll.apply(gz, tuple(-s for s in self.shifts) if self.dims is not None else -self.shifts, self.dims)
@@ -201,7 +203,7 @@ class Tril(Op):
 
     def forward(self, x, diagonal):
         self.diagonal = diagonal
-        return np.tril(x, diagonal)
+        return backend.array_module(x).tril(x, diagonal)
 
     def backward(self, gz):
         return Tril.apply(gz, self.diagonal)
@@ -214,7 +216,7 @@ class Triu(Op):
 
     def forward(self, x, diagonal):
         self.diagonal = diagonal
-        return np.triu(x, diagonal)
+        return backend.array_module(x).triu(x, diagonal)
 
     def backward(self, gz):
         return Triu.apply(gz, self.diagonal)
@@ -235,9 +237,10 @@ class Cat(Op):
         self.dim = dim
         self.sizes = tuple([a.shape[dim] for a in arrays])
         self.dtypes = tuple([a.dtype for a in arrays])
+        xp = backend.array_module(arrays[0])
         if dtype is None:
-            return np.concatenate(arrays, axis=dim)
-        return np.concatenate(arrays, axis=dim, dtype=dtype, casting="same_kind")
+            return xp.concatenate(arrays, axis=dim)
+        return xp.concatenate(arrays, axis=dim, dtype=dtype, casting="same_kind")
 
     def backward(self, gz):
         return _cast_grads(self, Split.apply(gz, self.sizes, self.dim), self.dtypes)
@@ -251,7 +254,7 @@ class Stack(Op):
     def forward(self, *arrays, dim, dtype):
         self.dim = dim
         self.dtypes = tuple([a.dtype for a in arrays])
-        return np.stack(arrays, axis=dim, dtype=dtype, casting="same_kind")
+        return backend.array_module(arrays[0]).stack(arrays, axis=dim, dtype=dtype, casting="same_kind")
 
     def backward(self, gz):
         return _cast_grads(self, Unbind.apply(gz, self.dim), self.dtypes)

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .. import _dtype as dt
+from .. import backend
 from .._tensor import Tensor, make
 from ..autograd.function import Op, _op_apply1
 from ..autograd.grad_mode import MODE
@@ -337,14 +338,14 @@ class Trunc(_Piecewise):
 
 class Round(_Piecewise):
     def forward(self, x, decimals=0):
-        return np.round(x, decimals) if x.dtype.kind == "f" else _copy_non_float(x, "round")
+        return backend.array_module(x).round(x, decimals) if x.dtype.kind == "f" else _copy_non_float(x, "round")
 
 
 class Clamp(Op):
     """z = min(max(x, lo), hi) with scalar bounds;  dz/dx = 1 where lo ≤ x ≤ hi, else 0."""
 
     def forward(self, x, lo, hi):
-        return np.clip(x, lo, hi)
+        return backend.array_module(x).clip(x, lo, hi)
 
     def backward(self, gz, x, lo, hi):
         keep = (x >= lo) if lo is not None else None
@@ -401,9 +402,12 @@ _SCIPY_ERF = None  # scipy.special.erf where SciPy is installed (an optional spe
 
 
 def erf_array(x):
-    """erf on an array, to float64 accuracy: SciPy's ufunc when SciPy is installed (~15x faster: GELU's
-    cost in a Transformer step), else NumPy only (`_erf_numpy`)."""
+    """erf on an array of any device (ops/nn_activation.py's GELU calls it too), to float64 accuracy.
+    On the CPU: SciPy's ufunc when SciPy is installed (~15x faster: GELU's cost in a Transformer step), else
+    NumPy only (`_erf_numpy`). On CUDA: the backend's kernel (CuPy has no `cupy.erf`; cupyx.scipy has)."""
     global _SCIPY_ERF
+    if x.__class__ is not np.ndarray:
+        return backend.CUDA.erf(x)
     if _SCIPY_ERF is None:
         try:
             from scipy.special import erf as _SCIPY_ERF
@@ -535,7 +539,7 @@ def isfinite(input: Tensor) -> Tensor:
 
 def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
     mask = isfinite(input)
-    fixed = make(np.nan_to_num(input.data, nan=nan, posinf=posinf, neginf=neginf))
+    fixed = make(backend.array_module(input.data).nan_to_num(input.data, nan=nan, posinf=posinf, neginf=neginf))
     return where(mask, input, fixed)
 
 

@@ -15,12 +15,16 @@ member's state tensors stay what `state_dict()` returns; their arrays are views 
 buffers. The layout is checked at every step (the same parameters, all with gradients, their state
 tensors still those views, equal counters) and otherwise dropped: that step runs per parameter, and
 the next rebuilds it from the per-parameter state, so nothing a user does to the state is lost.
+
+Members share one device (the flat arrays live there; on CUDA the saving is a dozen kernel launches
+per parameter); the 0-d counters stay in host memory, as the per-parameter ones do.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .._tensor import bump_version, make
+from ..backend import array_module, device_of, on
 
 __all__ = ["GROUP_MAX", "Layout"]
 
@@ -31,27 +35,34 @@ class Layout:
     """Flat state buffers for the small members of one param group (see the module docstring)."""
 
     __slots__ = ("members", "ids", "shapes", "params", "state", "bufs", "counters", "checks", "a", "d", "a_views",
-                 "scratch", "entry")
+                 "scratch", "entry", "xp")
 
     def __init__(self, members: list, states, buffers: tuple[str, ...], counters: tuple[str, ...],
                  n_scratch: int, params: list) -> None:
         """Lay out `members` (their state initialised, counters equal: see `build`)."""
         first = members[0].data
         dtype = first.dtype
+        xp = array_module(first)
+        with on(device_of(first)):  # CuPy allocates on the current device
+            self._allocate(xp, members, states, buffers, counters, n_scratch, params, dtype)
+
+    def _allocate(self, xp, members: list, states, buffers: tuple[str, ...], counters: tuple[str, ...],
+                  n_scratch: int, params: list, dtype) -> None:
         sizes = [p.data.size for p in members]
         bounds = np.cumsum([0] + sizes)
         n = int(bounds[-1])
+        self.xp = xp
         self.members, self.params, self.state = members, params, states
         self.ids = {id(p) for p in members}
         self.shapes = [p.data.shape for p in members]
         self.bufs = {}
         self.checks = []  # (state dict, name, tensor, view) per member and name: what `valid` checks
         for name in buffers:
-            flat = np.empty(n, dtype)
+            flat = xp.empty(n, dtype)
             for p, lo, hi, shape in zip(members, bounds[:-1], bounds[1:], self.shapes):
                 t = states[p][name]
                 view = flat[lo:hi].reshape(shape)
-                np.copyto(view, t.data)
+                view[...] = t.data
                 t.data = view  # the member's own tensor now lives in the flat buffer
                 self.checks.append((states[p], name, t, view))
             self.bufs[name] = flat
@@ -66,9 +77,9 @@ class Layout:
                 t.data = view
                 self.checks.append((states[p], name, t, view))
             self.counters[name] = flat
-        self.a, self.d = np.empty(n, dtype), np.empty(n, dtype)
+        self.a, self.d = xp.empty(n, dtype), xp.empty(n, dtype)
         self.a_views = [self.a[lo:hi].reshape(s) for lo, hi, s in zip(bounds[:-1], bounds[1:], self.shapes)]
-        self.scratch = tuple(np.empty(n, dtype) for _ in range(n_scratch))
+        self.scratch = tuple(xp.empty(n, dtype) for _ in range(n_scratch))
         # what the algorithm's body sees as `state`: the flat buffers and 0-d counters
         self.entry = {name: make(flat) for name, flat in self.bufs.items()}
         self.entry.update({name: make(flat[:1].reshape(()).copy()) for name, flat in self.counters.items()})
@@ -78,11 +89,12 @@ class Layout:
         """A layout of `group`'s small parameters, initialising their state as `opt` would; None when there
         are fewer than two, when one of them has no gradient, or when their counters differ."""
         params = group["params"]
-        members = [p for p in params if type(p.data) is np.ndarray and p.data.size <= GROUP_MAX
-                   and p.data.dtype.kind == "f"]
-        if members:
-            dtype = members[0].data.dtype
-            members = [p for p in members if p.data.dtype == dtype]
+        members = [p for p in params if p.data.size <= GROUP_MAX and p.data.dtype.kind == "f"]
+        if members:  # those of the first one's array type (device) and dtype
+            first = members[0].data
+            kind, dtype, dev = type(first), first.dtype, device_of(first)
+            members = [p for p in members if type(p.data) is kind and p.data.dtype == dtype
+                       and (kind is np.ndarray or device_of(p.data) == dev)]
         if len(members) < 2 or any(p.grad is None for p in members):
             return None
         states, counters = opt.state, tuple(opt._counters)
@@ -97,7 +109,8 @@ class Layout:
             st = states[p]
             for name in buffers:
                 t = st.get(name)
-                if t is None or type(t.data) is not np.ndarray or t.data.shape != p.data.shape:
+                if t is None or type(t.data) is not kind or t.data.shape != p.data.shape or (
+                        kind is not np.ndarray and device_of(t.data) != dev):
                     return None  # left to the per-parameter path, which reports what is wrong
         return cls(members, states, buffers, counters, opt._n_scratch, params)
 
@@ -115,15 +128,16 @@ class Layout:
 
     def gather(self) -> None:
         """Members' values and gradients into the flat `a` and `d`; the counters of the body's `state` from the members'."""
-        np.concatenate([p.data.reshape(-1) for p in self.members], out=self.a)
-        np.concatenate([p.grad.data.reshape(-1) for p in self.members], out=self.d)
+        xp = self.xp
+        xp.concatenate([p.data.reshape(-1) for p in self.members], out=self.a)
+        xp.concatenate([p.grad.data.reshape(-1) for p in self.members], out=self.d)
         for name, flat in self.counters.items():
             self.entry[name].data[()] = flat[0]
 
     def scatter(self) -> None:
         """The updated values back into each member (a change of its version), the body's counters to every member."""
         for p, v in zip(self.members, self.a_views):
-            np.copyto(p.data, v)
+            p.data[...] = v
             bump_version(p)
         for name, flat in self.counters.items():
             flat[...] = self.entry[name].data
@@ -131,6 +145,6 @@ class Layout:
 
 def _counter(t):
     """A 0-d counter's value, or None when it is not one."""
-    if t is None or getattr(t, "data", None) is None or np.ndim(t.data) != 0:
+    if t is None or getattr(t, "data", None) is None or getattr(t.data, "ndim", None) != 0:
         return None
     return t.data.item()

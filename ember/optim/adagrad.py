@@ -6,6 +6,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from .._tensor import make
+from ..backend import array_module, device_of, on
 from .optimizer import Optimizer, _scalar
 
 __all__ = ["Adagrad"]
@@ -36,7 +37,8 @@ class Adagrad(Optimizer):
     def _init_state(self, state: dict, a, group: dict[str, Any], buffers: tuple[str, ...]) -> None:
         """'step' = 0 and 'sum' = initial_accumulator_value (also for a group added later, at its first step)."""
         state["step"] = _scalar(0.0)
-        state["sum"] = make(np.full_like(a, group["initial_accumulator_value"]))
+        with on(device_of(a)):  # CuPy allocates on the current device, not on `a`'s
+            state["sum"] = make(array_module(a).full_like(a, group["initial_accumulator_value"]))
 
     def _step_group(self, group: dict[str, Any]) -> None:
         lr, lr_decay, eps = float(group["lr"]), group["lr_decay"], group["eps"]

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-import numpy as np
-
-from .optimizer import Optimizer, _ema_sq_, _lerp_
+from ..backend.kernels import adam_
+from .optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
 
@@ -42,20 +41,10 @@ class Adam(Optimizer):
         lr, (beta1, beta2), eps, amsgrad = float(group["lr"]), group["betas"], group["eps"], group["amsgrad"]
         buffers = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if amsgrad else ("exp_avg", "exp_avg_sq")
         for p, a, d, state, (_, T), step in self._params_with_grad(group, buffers):
-            m, v = state["exp_avg"].data, state["exp_avg_sq"].data
-            _lerp_(m, d, 1 - beta1, T)
-            _ema_sq_(v, d, beta2, T)
-            if amsgrad:
-                vmax = state["max_exp_avg_sq"].data
-                np.maximum(vmax, v, out=vmax)
-                v = vmax
-            # denominator √v/√(1-β₂ᵗ) + eps, then p += (-lr/(1-β₁ᵗ)) · m / denominator
-            np.sqrt(v, out=T)
-            T /= (1 - beta2 ** step) ** 0.5
-            T += eps
-            np.divide(m, T, out=T)
-            T *= -(lr / (1 - beta1 ** step))
-            a += T
+            # one fused kernel on CUDA, the same chain of in-place ufuncs on the CPU (backend/kernels.py)
+            adam_(a, d, state["exp_avg"].data, state["exp_avg_sq"].data,
+                  state["max_exp_avg_sq"].data if amsgrad else None, 1 - beta1, beta2, (1 - beta2 ** step) ** 0.5,
+                  eps, -(lr / (1 - beta1 ** step)), T)
 
 
 class AdamW(Adam):

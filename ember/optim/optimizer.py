@@ -23,7 +23,7 @@ import numpy as np
 from .. import _dtype as dt
 from .._tensor import Tensor, bump_version, make
 from ..autograd.grad_mode import enable_grad
-from ..backend import array_module
+from ..backend import array_module, device_of, on, to_host, transfer
 from ._grouped import Layout
 
 __all__ = ["Optimizer", "required"]
@@ -229,22 +229,30 @@ class Optimizer:
         shaped like its array `a` for each name in `buffers`."""
         for name, value in self._counters.items():
             state[name] = _scalar(value)
-        for name in buffers:
-            state[name] = make(np.zeros_like(a))
+        if buffers:
+            xp = array_module(a)
+            with on(device_of(a)):  # CuPy allocates on the current device, not on `a`'s
+                for name in buffers:
+                    state[name] = make(xp.zeros_like(a))
 
     def _scratch(self, a) -> tuple:
         """`_n_scratch` temporary arrays shaped like `a`: views of one flat pool per dtype, sized by
-        the largest parameter, so that updates write their temporaries without allocating."""
-        key = (type(a), a.dtype, a.shape)
+        the largest parameter, so that updates write their temporaries without allocating. There is a
+        pool per device: a device array's key has its device."""
+        key = (type(a), a.dtype, a.shape) if type(a) is np.ndarray else (type(a), a.dtype, a.shape, device_of(a))
         views = self._views.get(key)
         if views is None:
             n, k = a.size, self._n_scratch
-            pool = self._pools.get(key[:2])
+            pool_key = key[:2] + key[3:]
+            pool = self._pools.get(pool_key)
             if pool is None or pool.size < k * n:
+                dev = device_of(a)
                 largest = max((p.data.size for g in self.param_groups for p in g["params"]
-                               if type(p.data) is type(a) and p.data.dtype == a.dtype), default=n)
-                pool = np.empty_like(a, shape=(k * max(n, largest),))
-                self._pools[key[:2]] = pool
+                               if type(p.data) is type(a) and p.data.dtype == a.dtype
+                               and device_of(p.data) == dev), default=n)
+                with on(dev):
+                    pool = array_module(a).empty((k * max(n, largest),), a.dtype)
+                self._pools[pool_key] = pool
                 self._views = {}  # views of the old pool would keep it alive
             views = tuple(pool[i * n:(i + 1) * n].reshape(a.shape) for i in range(k))
             self._views[key] = views
@@ -267,7 +275,9 @@ class Optimizer:
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore options and state saved by `state_dict()` (of an optimizer over parameters of the
-        same shapes, in the same order). State buffers are copied, cast to their parameter's dtype."""
+        same shapes, in the same order). State buffers are copied to their parameter's device (as
+        PyTorch does: a checkpoint saved on CUDA loads into a CPU optimizer and back) and cast to its
+        dtype; the 0-d counters ('step', ...) stay in host memory, where the update reads them."""
         for key in ("state", "param_groups"):
             if key not in state_dict:
                 raise ValueError(f"{type(self).__name__}.load_state_dict: not an optimizer state dict "
@@ -321,18 +331,25 @@ def _typename(x) -> str:
 
 def _load_value(p: Tensor, index, key, value):
     """A copy of one loaded state entry: buffers shaped like `p` get p's dtype and device;
-    scalars (step counters) keep their dtype; a plain-number step becomes a 0-d tensor."""
+    0-d scalars (step counters) keep their dtype and go to the host, where the update reads them
+    as Python numbers (`.item()` on a device array would synchronise every step); a plain-number
+    step becomes a 0-d tensor."""
     if isinstance(value, np.ndarray):
         value = make(value)
     if isinstance(value, Tensor):
         arr = value.data
         if arr.ndim == 0:
-            return make(arr.copy())
+            return make(to_host(arr).copy())
         if arr.shape != p.data.shape:
             raise ValueError(f"loaded state {key!r} of parameter {index} has shape {tuple(arr.shape)}, but the "
                              f"parameter has shape {tuple(p.data.shape)}")
-        xp = array_module(p.data)
-        return make(xp.array(arr, dtype=p.data.dtype if p.data.dtype.kind == "f" else arr.dtype, copy=True))
+        dev = device_of(p.data)
+        moved = transfer(arr, dev)
+        dtype = p.data.dtype if p.data.dtype.kind == "f" else arr.dtype
+        if moved is not arr and moved.dtype == dtype:
+            return make(moved)  # already a fresh copy
+        with on(dev):
+            return make(moved.astype(dtype, copy=True))
     if key == "step" and isinstance(value, numbers.Real):
         return _scalar(float(value))
     return copy.deepcopy(value)
@@ -356,7 +373,7 @@ def _grad(g, a, maximize: bool, weight_decay: float, l1: float, out, tmp):
     elif maximize:
         np.negative(g, out=out)
     else:
-        np.copyto(out, g)
+        out[...] = g
     if l1:
         np.sign(a, out=tmp)
         tmp *= l1

@@ -6,6 +6,8 @@ from typing import Any, Iterable
 import numpy as np
 
 from .._tensor import make
+from ..backend import device_of, on
+from ..backend.kernels import sgd_momentum_
 from .optimizer import Optimizer
 
 __all__ = ["SGD"]
@@ -47,22 +49,12 @@ class SGD(Optimizer):
             if momentum != 0:
                 state = self.state[p]
                 buf = state.get("momentum_buffer")
-                if buf is None:
-                    state["momentum_buffer"] = buf = make(d.copy())
-                    b = buf.data
-                else:
-                    b = buf.data
-                    b *= momentum
-                    if dampening != 0:
-                        np.multiply(d, 1 - dampening, out=T)
-                        b += T
-                    else:
-                        b += d
-                if nesterov:
-                    np.multiply(b, momentum, out=T)
-                    np.add(d, T, out=T)
-                    d = T
-                else:
-                    d = b
-            np.multiply(d, -lr, out=T)
-            a += T
+                first = buf is None
+                if first:
+                    with on(device_of(d)):  # CuPy copies to the current device
+                        state["momentum_buffer"] = buf = make(d.copy())
+                # one fused kernel on CUDA, the same chain of in-place ufuncs on the CPU (backend/kernels.py)
+                sgd_momentum_(a, d, buf.data, momentum, dampening, -lr, first, nesterov, T)
+            else:
+                np.multiply(d, -lr, out=T)
+                a += T

@@ -14,9 +14,11 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
+from ... import backend
 from ..._creation import Generator, default_generator
 from ._collate import default_collate, default_convert
 from ._fetch import IterableFetcher, MapFetcher
+from ._pin import can_pin, pin_memory as _pinned
 from ._worker import IterationEnd, Resume, WorkerError, worker_loop
 from .dataset import Dataset, IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
@@ -68,6 +70,11 @@ class DataLoader(Generic[T_co]):
     the worker and the sample indices; a worker that dies, or a batch slower than `timeout` seconds,
     raises RuntimeError. `persistent_workers` keeps the workers alive from one epoch to the next.
     `prefetch_factor` is None by default, as in PyTorch 2.13: 2 when there are workers.
+
+    `pin_memory=True` copies the tensors of each batch (also inside tuples, lists and dicts) into
+    page-locked host memory in the main process, so that `.to('cuda', non_blocking=True)` is
+    asynchronous; without CUDA it warns once and yields ordinary batches. `pin_memory_device` is
+    accepted for PyTorch compatibility (ember pins for its CUDA devices whatever it says).
     """
 
     def __init__(self, dataset: Dataset[T_co], batch_size: int | None = 1, shuffle: bool = False,
@@ -75,7 +82,8 @@ class DataLoader(Generic[T_co]):
                  num_workers: int = 0, collate_fn: Callable[[list], Any] | None = None, pin_memory: bool = False,
                  drop_last: bool = False, timeout: float = 0, worker_init_fn: Callable[[int], None] | None = None,
                  multiprocessing_context=None, generator: Generator | None = None, *,
-                 prefetch_factor: int | None = None, persistent_workers: bool = False) -> None:
+                 prefetch_factor: int | None = None, persistent_workers: bool = False,
+                 pin_memory_device: str = "") -> None:
         if not isinstance(num_workers, int) or isinstance(num_workers, bool):
             raise TypeError(f"DataLoader: num_workers should be an int, but got {type(num_workers).__name__}")
         if num_workers < 0:
@@ -141,8 +149,11 @@ class DataLoader(Generic[T_co]):
         self.dataset = dataset
         self.num_workers = num_workers
         self.prefetch_factor = prefetch_factor
-        # CPU tensors need no pinning; the CUDA backend pins host memory here, for faster copies to the GPU
+        # batches' tensors go to page-locked host memory (in the main process, also with workers), from which
+        # copies to the GPU are faster and can be asynchronous; without CUDA, a warning and ordinary memory
         self.pin_memory = pin_memory
+        self.pin_memory_device = pin_memory_device
+        self._warned_pin = False
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
         self.multiprocessing_context = multiprocessing_context
@@ -209,6 +220,12 @@ class _BaseIter:
         self._generator = loader.generator
         self._sampler_iter = iter(self._index_sampler)
         self._base_seed = self._draw_base_seed()
+        self._pin = False
+        if loader.pin_memory:
+            self._pin = backend.cuda_backend() is not None
+            if not self._pin and not loader._warned_pin:  # warned once per DataLoader
+                loader._warned_pin = True
+                can_pin()
 
     def _draw_base_seed(self) -> int:
         # drawn for every epoch, workers or not (persistent ones too), so the generator's stream (and
@@ -235,7 +252,8 @@ class _SingleProcessIter(_BaseIter):
     def __next__(self):
         index = next(self._sampler_iter)
         t, self._batch = self._batch, self._batch + 1
-        return self._fetcher.fetch(index, self._base_seed, t)
+        data = self._fetcher.fetch(index, self._base_seed, t)
+        return _pinned(data) if self._pin else data
 
 
 class _MultiProcessIter(_BaseIter):
@@ -342,7 +360,7 @@ class _MultiProcessIter(_BaseIter):
                 self._dispatch()
                 if isinstance(data, WorkerError):
                     data.reraise()
-                return data
+                return _pinned(data) if self._pin else data
             w, (task_id, data) = self._receive([w for w, p in enumerate(self._pending) if p])
             self._pending[w] -= 1
             if isinstance(data, IterationEnd):
