@@ -1,6 +1,8 @@
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.dirname(__file__))  # for `from helpers import ...`
 sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))  # for `from benchmarks import ...`
 
@@ -12,6 +14,23 @@ if os.environ.get("EMBER_TEST_DEVICE", "cpu") != "cpu":
         import _fakecuda
 
         _fakecuda.install()
+
+
+@pytest.fixture
+def cuda():
+    """A CUDA device for one test: the real one, or tests/_fakecuda.py installed for this test only."""
+    import ember
+    from ember import backend
+
+    installed = False
+    if not ember.cuda.is_available():
+        import _fakecuda
+
+        _fakecuda.install()
+        installed = True
+    yield "cuda"
+    if installed:
+        backend.uninstall_cuda()
 
 
 def pytest_report_header(config):

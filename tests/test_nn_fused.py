@@ -797,20 +797,7 @@ def test_bad_pool_is_a_runtime_error(pool):
 
 
 # ---------------------------------------------------------------------- devices
-@pytest.fixture
-def cuda():
-    """A CUDA device: the real one, or tests/_fakecuda.py installed for this test only."""
-    installed = False
-    if not ember.cuda.is_available():
-        import _fakecuda
-
-        _fakecuda.install()
-        installed = True
-    yield "cuda"
-    if installed:
-        backend.uninstall_cuda()
-        ember._creation._cuda_gens.clear()
-
+# (the `cuda` fixture is in conftest.py)
 
 @pytest.mark.parametrize("c,s,pool", [(3, 1, 2), (16, 1, 2), (3, 2, (2, 3)), (16, 1, 3)])
 def test_cuda_matches_cpu_values_gradients_and_routing(monkeypatch, cuda, c, s, pool):

@@ -298,22 +298,7 @@ def test_vector_to_parameters_errors():
 
 
 # ---------------------------------------------------------------------- CUDA parameters
-@pytest.fixture
-def cuda():
-    """A CUDA device: the real one, or tests/_fakecuda.py installed for this test only."""
-    from ember import backend
-
-    installed = False
-    if not ember.cuda.is_available():
-        import _fakecuda
-
-        _fakecuda.install()
-        installed = True
-    yield "cuda"
-    if installed:
-        backend.uninstall_cuda()
-        ember._creation._cuda_gens.clear()
-
+# (the `cuda` fixture is in conftest.py)
 
 def _host(t) -> np.ndarray:
     return t.detach().cpu().numpy()

@@ -397,3 +397,160 @@ def test_bad_packing():
         ernn.pad_sequence([ember.zeros(2, 3)], padding_side="middle")
     with pytest.raises(RuntimeError, match=r"Expected hidden size \(1, 3, 4\), got \[1, 2, 4\]"):
         ember.nn.RNN(2, 4)(p, ember.zeros(1, 2, 4))
+
+
+# ---------------------------------------------------------------------- CUDA (a real GPU, or tests/_fakecuda.py)
+@pytest.fixture
+def cuda():
+    """CUDA for one test: the real one, or the CPU stand-in for CuPy installed for this test only."""
+    installed = False
+    if not ember.cuda.is_available():
+        import _fakecuda
+        _fakecuda.install()
+        installed = True
+    yield "cuda"
+    if installed:
+        ember.backend.uninstall_cuda()
+
+
+def _cot(shape, i: int, dev) -> "ember.Tensor":
+    """A fixed random cotangent (float64) for output i, on `dev`: every gradient entry matters."""
+    return ember.tensor(np.random.default_rng(100 + i).standard_normal(shape), dtype=ember.float64, device=dev)
+
+
+def _run_on(m, xs, call, dev):
+    """Inputs copied to `dev` (the CPU ones that require grad keep doing so), forward, backward of a random
+    linear function of every output; returns host copies of the outputs, input grads and parameter grads."""
+    ins = [None if x is None else x.detach().to(dev).requires_grad_(x.requires_grad) for x in xs]
+    outs = call(m, *ins)
+    for o in outs:
+        assert o.device == ember.device(dev) or (dev == "cuda" and o.device.type == "cuda"), (o.device, dev)
+    sum((o * _cot(tuple(o.shape), i, dev)).sum() for i, o in enumerate(outs)).backward()
+    grads = {n: p.grad for n, p in m.named_parameters()}
+    for n, g in grads.items():
+        assert g is not None, f"no gradient for {n} on {dev}"
+        assert g.device.type == ember.device(dev).type, (n, g.device)
+    return ([o.detach().cpu().numpy() for o in outs],
+            [x.grad.cpu().numpy() for x in ins if x is not None and x.requires_grad],
+            {n: g.cpu().numpy() for n, g in grads.items()})
+
+
+def _cpu_cuda_parity(make, xs, call, tol=1e-12):
+    """The module built by `make` (seeded) gives the same outputs and gradients on the CPU and, moved with
+    .cuda(), on CUDA, for the same inputs."""
+    ember.manual_seed(0)
+    m = make()
+    ref = _run_on(m, xs, call, "cpu")
+    m.zero_grad()
+    m.cuda()
+    assert all(p.device.type == "cuda" for p in m.parameters())
+    got = _run_on(m, xs, call, "cuda")
+    for a, b in zip(ref[0] + ref[1], got[0] + got[1]):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(b, a, rtol=tol, atol=tol)
+    assert ref[2].keys() == got[2].keys()
+    for n in ref[2]:
+        np.testing.assert_allclose(got[2][n], ref[2][n], rtol=tol, atol=tol, err_msg=n)
+
+
+def _x(*shape, seed=0, grad=True):
+    return ember.tensor(np.random.default_rng(seed).standard_normal(shape), dtype=ember.float64,
+                        requires_grad=grad)
+
+
+def _rnn_call(m, x, *state):
+    out, h = m(x, tuple(state) if len(state) == 2 else (state[0] if state else None))
+    return [out] + (list(h) if isinstance(h, tuple) else [h])
+
+
+@pytest.mark.parametrize("mode,kw", [
+    ("RNN", dict(num_layers=2, bidirectional=True, batch_first=True)),
+    ("RNN_relu", dict(num_layers=2)),
+    ("LSTM", dict(num_layers=2, bidirectional=True, batch_first=True)),
+    ("LSTM", dict(num_layers=2, bidirectional=True, proj_size=3)),
+    ("GRU", dict(num_layers=2, bidirectional=True, batch_first=True)),
+    ("GRU", dict(bias=False)),
+])
+@pytest.mark.parametrize("with_hx", [False, True])
+def test_layer_cuda_matches_cpu(cuda, mode, kw, with_hx):
+    cls = MODES[mode][0]
+    if mode == "RNN_relu":
+        kw = dict(kw, nonlinearity="relu")
+    dirs = 2 if kw.get("bidirectional") else 1
+    layers = kw.get("num_layers", 1)
+    hout = kw.get("proj_size", 0) or 7
+    x = _x(3, 4, 5) if kw.get("batch_first") else _x(4, 3, 5)
+    xs = [x]
+    if with_hx:
+        xs.append(_x(layers * dirs, 3, hout, seed=1))
+        if mode == "LSTM":
+            xs.append(_x(layers * dirs, 3, 7, seed=2))
+    _cpu_cuda_parity(lambda: cls(5, 7, dtype=ember.float64, **kw), xs, _rnn_call)
+
+
+def test_unbatched_lstm_cuda_matches_cpu(cuda):
+    _cpu_cuda_parity(lambda: ember.nn.LSTM(5, 7, 2, dtype=ember.float64), [_x(4, 5), _x(2, 7, seed=1),
+                                                                        _x(2, 7, seed=2)], _rnn_call)
+
+
+@pytest.mark.parametrize("mode", ["RNN", "LSTM", "GRU"])
+@pytest.mark.parametrize("enforce_sorted", [True, False])
+def test_packed_cuda_matches_cpu(cuda, mode, enforce_sorted):
+    lengths = [5, 3, 3, 1] if enforce_sorted else [3, 5, 1, 3]
+
+    def call(m, x):
+        packed = ernn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=enforce_sorted)
+        assert packed.batch_sizes.device.type == "cpu" and packed.data.device == x.device
+        out, h = m(packed)
+        padded, lens = ernn.pad_packed_sequence(out, batch_first=True)
+        assert lens.device.type == "cpu" and lens.tolist() == lengths
+        return [out.data, padded] + (list(h) if isinstance(h, tuple) else [h])
+
+    cls = MODES[mode][0]
+    _cpu_cuda_parity(lambda: cls(5, 6, 2, bidirectional=True, batch_first=True, dtype=ember.float64), [_x(4, 5, 5)],
+                     call)
+
+
+def test_packed_sequence_to_cuda(cuda):
+    """A PackedSequence built on the CPU and moved with .to('cuda') runs there; batch_sizes stay on the CPU."""
+    seqs = [_x(n, 3, seed=n, grad=False) for n in (2, 4, 1)]
+    packed = ernn.pack_sequence(seqs, enforce_sorted=False)
+    ember.manual_seed(0)
+    m = ember.nn.GRU(3, 4, dtype=ember.float64)
+    ref, href = m(packed)
+    m.cuda()
+    pc = packed.to("cuda")
+    assert pc.is_cuda and pc.batch_sizes.device.type == "cpu" and pc.sorted_indices.device.type == "cuda"
+    got, hgot = m(pc)
+    assert got.data.device.type == "cuda"
+    np.testing.assert_allclose(got.data.detach().cpu().numpy(), ref.data.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(hgot.detach().cpu().numpy(), href.detach().numpy(), rtol=1e-12, atol=1e-12)
+    back = ernn.unpack_sequence(got)
+    assert [tuple(s.shape) for s in back] == [(2, 4), (4, 4), (1, 4)] and all(s.is_cuda for s in back)
+    padded = ernn.pad_sequence([s.cuda() for s in seqs], batch_first=True, padding_value=-1.0)
+    assert padded.is_cuda and padded.cpu().numpy()[2, 1:].tolist() == [[-1.0] * 3] * 3
+
+
+@pytest.mark.parametrize("cls", [ember.nn.RNNCell, ember.nn.LSTMCell, ember.nn.GRUCell])
+@pytest.mark.parametrize("with_hx", [False, True])
+def test_cells_cuda_match_cpu(cuda, cls, with_hx):
+    xs = [_x(3, 5)]
+    if with_hx:
+        xs += [_x(3, 6, seed=1)] + ([_x(3, 6, seed=2)] if cls is ember.nn.LSTMCell else [])
+
+    def call(m, x, *hx):
+        if cls is ember.nn.LSTMCell:
+            return list(m(x, tuple(hx) if hx else None))
+        return [m(x, hx[0] if hx else None)]
+
+    kw = {"nonlinearity": "relu"} if cls is ember.nn.RNNCell and with_hx else {}
+    _cpu_cuda_parity(lambda: cls(5, 6, dtype=ember.float64, **kw), xs, call)
+
+
+def test_rnn_mixed_devices_raise(cuda):
+    m = ember.nn.LSTM(5, 7).cuda()
+    h0 = ember.zeros(1, 3, 7)
+    with pytest.raises(RuntimeError, match=r"cpu and cuda:0"):
+        m(ember.randn(4, 3, 5, device="cuda"), (h0, h0))
+    with pytest.raises(RuntimeError, match=r"cpu and cuda:0"):
+        m(ember.randn(4, 3, 5))  # CPU input, CUDA weights

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import cuda_backend
 
-__all__ = ["KERNELS", "adam_", "sgd_momentum_"]
+__all__ = ["KERNELS", "adam_", "sgd_momentum_", "lerp_", "ema_sq_"]
 
 # name -> (in_params, out_params, CUDA C body); out params are read and written in place
 KERNELS: dict[str, tuple[str, str, str]] = {
@@ -73,6 +73,26 @@ def _kernel(a, name: str):
     return k
 
 
+# ---------------------------------------------------------------------------------------- shared steps
+def lerp_(a, b, w: float, tmp) -> None:
+    """a += w·(b - a) in place, rounded as PyTorch's `lerp_` (its form depends on |w| < 0.5)."""
+    np.subtract(b, a, out=tmp)
+    if abs(w) < 0.5:
+        tmp *= w
+        a += tmp
+    else:
+        tmp *= 1 - w
+        np.subtract(b, tmp, out=a)
+
+
+def ema_sq_(v, d, beta: float, tmp) -> None:
+    """v = beta·v + (1 - beta)·d², in place."""
+    v *= beta
+    np.multiply(d, 1 - beta, out=tmp)
+    tmp *= d
+    v += tmp
+
+
 # ---------------------------------------------------------------------------------------- Adam
 def adam_(p, d, m, v, vmax, w1: float, beta2: float, bc2_sqrt: float, eps: float, neg_step_size: float, tmp) -> None:
     """One Adam update in place: m ← lerp(m, d, w1); v ← β₂·v + (1-β₂)·d²; (amsgrad, `vmax` not None:
@@ -93,19 +113,8 @@ def adam_(p, d, m, v, vmax, w1: float, beta2: float, bc2_sqrt: float, eps: float
 def adam_reference(p, d, m, v, vmax, w1: float, beta2: float, bc2_sqrt: float, eps: float, neg_step_size: float,
                    tmp) -> None:
     """`adam_` with ufuncs (the CPU update); works on NumPy and CuPy arrays."""
-    # m ← lerp(m, d, w1), in the form of PyTorch's lerp_
-    np.subtract(d, m, out=tmp)
-    if abs(w1) < 0.5:
-        tmp *= w1
-        m += tmp
-    else:
-        tmp *= 1 - w1
-        np.subtract(d, tmp, out=m)
-    # v ← β₂·v + (1-β₂)·d²
-    v *= beta2
-    np.multiply(d, 1 - beta2, out=tmp)
-    tmp *= d
-    v += tmp
+    lerp_(m, d, w1, tmp)
+    ema_sq_(v, d, beta2, tmp)
     if vmax is not None:
         np.maximum(vmax, v, out=vmax)
         v = vmax

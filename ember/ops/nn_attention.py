@@ -32,12 +32,12 @@ __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
 
 def _t(a):
-    return np.swapaxes(a, -1, -2)
+    return a.swapaxes(-1, -2)  # the method: works on NumPy and CuPy arrays alike
 
 
 def _rowsum(a: np.ndarray) -> np.ndarray:
     """Σ over the last axis, kept as a size-1 axis: one GEMV with a ones vector (NumPy's sum of short rows is slow)."""
-    if a.dtype.kind == "f" and a.dtype.itemsize >= 4 and a.flags.c_contiguous and a.size:
+    if a.__class__ is np.ndarray and a.dtype.kind == "f" and a.dtype.itemsize >= 4 and a.flags.c_contiguous and a.size:
         n = a.shape[-1]
         return (a.reshape(-1, n) @ ones_vector(n, a.dtype)).reshape(a.shape[:-1] + (1,))
     return a.sum(-1, keepdims=True)
@@ -112,7 +112,7 @@ def _attention_grad_graph(node: Attention, gz, q, k, v, mask, drop, scale):
         s = s + (mask if isinstance(mask, Tensor) else make(mask))
     dead = node.dead
     if dead is not None:  # fully masked rows: keep them finite (and their gradient zero) instead of NaN
-        live = make(np.broadcast_to(~dead, s.shape))
+        live = make(backend.array_module(dead).broadcast_to(~dead, s.shape))
         s = where(live, s, 0.0)
     p = softmax(s, -1)
     if dead is not None:

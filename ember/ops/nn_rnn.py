@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._tensor import Slot, Tensor, make, version
+from .. import backend
+from .._tensor import Slot, Tensor, make, on_device_of, version
 from ..autograd.function import Op, _new
 from ..autograd.grad_mode import MODE
 
@@ -50,31 +51,35 @@ class RNNLayer(Op):
     n_out = 2
 
     def forward(self, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs, reverse):
+        with on_device_of(x):  # CuPy allocates on the current device, not on x's
+            return self._run(backend.array_module(x), x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs, reverse)
+
+    def _run(self, xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs, reverse):
         steps = _order(bs, reverse)
         n, b0 = x.shape[0], int(bs[0])
         gh_n = w_hh.shape[0]
         hid = gh_n // _GATES[mode]
         hout = w_hh.shape[1]
-        dt = np.result_type(x, w_ih)
+        dt = np.result_type(x.dtype, w_ih.dtype)
         g = x @ w_ih.T  # (N, gates·H): every step's input part in one GEMM
         if b_ih is not None:
             g += b_ih
             if mode != "GRU":
                 g += b_hh  # GRU keeps b_hn inside r ⊙ (W_hn h + b_hn)
-        h = np.zeros((b0, hout), dt) if h0 is None else h0.astype(dt, copy=True)
-        out = np.empty((n, hout), dt)
-        hprev = np.empty((n, hout), dt)  # the state each step read: dW_hh = dGᵀ·hprev in one GEMM
-        gh = np.empty((b0, gh_n), dt)
+        h = xp.zeros((b0, hout), dt) if h0 is None else h0.astype(dt, copy=True)
+        out = xp.empty((n, hout), dt)
+        hprev = xp.empty((n, hout), dt)  # the state each step read: dW_hh = dGᵀ·hprev in one GEMM
+        gh = xp.empty((b0, gh_n), dt)
         whT = w_hh.T
         if mode == "LSTM":
-            c = np.zeros((b0, hid), dt) if c0 is None else c0.astype(dt, copy=True)
-            cprev = np.empty((n, hid), dt)
-            tc = np.empty((n, hid), dt)  # tanh(c_t)
-            hfull = np.empty((n, hid), dt) if w_hr is not None else None
-            tmp = np.empty((b0, hid), dt)
+            c = xp.zeros((b0, hid), dt) if c0 is None else c0.astype(dt, copy=True)
+            cprev = xp.empty((n, hid), dt)
+            tc = xp.empty((n, hid), dt)  # tanh(c_t)
+            hfull = xp.empty((n, hid), dt) if w_hr is not None else None
+            tmp = xp.empty((b0, hid), dt)
         elif mode == "GRU":
-            ghn = np.empty((n, hid), dt)  # W_hn h + b_hn, which r multiplies
-            tmp = np.empty((b0, hid), dt)
+            ghn = xp.empty((n, hid), dt)  # W_hn h + b_hn, which r multiplies
+            tmp = xp.empty((b0, hid), dt)
         for t, o, m in steps:
             s = slice(o, o + m)
             hp = h[:m]
@@ -133,6 +138,12 @@ class RNNLayer(Op):
     def backward(self, grads, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs, reverse):
         if MODE.grad:  # create_graph: differentiate a recomputation made of ember ops
             return _backward_graph(self, grads, (x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr), mode, bs, reverse)
+        xa = x.data
+        with on_device_of(xa):  # CuPy allocates on the current device, not on x's
+            return self._bptt(backend.array_module(xa), grads, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs,
+                                  reverse)
+
+    def _bptt(self, xp, grads, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs, reverse):
         xa, wih, whh = x.data, w_ih.data, w_hh.data
         whr = None if w_hr is None else w_hr.data
         n, b0 = xa.shape[0], int(bs[0])
@@ -141,25 +152,25 @@ class RNNLayer(Op):
         gh_n = whh.shape[0]
         hid = gh_n // _GATES[mode]
         dout = grads[0].data if grads[0] is not None else None
-        dh = np.zeros((b0, hout), dt) if grads[1] is None else grads[1].data.astype(dt, copy=True)
+        dh = xp.zeros((b0, hout), dt) if grads[1] is None else grads[1].data.astype(dt, copy=True)
         g = self.g
-        dg = np.empty((n, gh_n), dt)  # gradient of the pre-activations (the x-side for GRU)
+        dg = xp.empty((n, gh_n), dt)  # gradient of the pre-activations (the x-side for GRU)
         if mode == "LSTM":
-            dc = np.zeros((b0, hid), dt) if len(grads) < 3 or grads[2] is None else grads[2].data.astype(dt, copy=True)
+            dc = xp.zeros((b0, hid), dt) if len(grads) < 3 or grads[2] is None else grads[2].data.astype(dt, copy=True)
             cprev, tc, hfull = self.cprev, self.tc, self.hfull
-            dhp_all = np.empty((n, hout), dt) if whr is not None else None
-            t1, t2 = np.empty((b0, hid), dt), np.empty((b0, hid), dt)
+            dhp_all = xp.empty((n, hout), dt) if whr is not None else None
+            t1, t2 = xp.empty((b0, hid), dt), xp.empty((b0, hid), dt)
         elif mode == "GRU":
-            dgh = np.empty((n, gh_n), dt)  # the h-side: differs from dg in the n block
-            t1 = np.empty((b0, hid), dt)
-        dhm_buf = np.empty((b0, hout), dt)
+            dgh = xp.empty((n, gh_n), dt)  # the h-side: differs from dg in the n block
+            t1 = xp.empty((b0, hid), dt)
+        dhm_buf = xp.empty((b0, hout), dt)
         for t, o, m in reversed(_order(bs, reverse)):
             s = slice(o, o + m)
             dhm = dhm_buf[:m]
             if dout is not None:
                 np.add(dh[:m], dout[s], out=dhm)
             else:
-                np.copyto(dhm, dh[:m])
+                xp.copyto(dhm, dh[:m])
             a, d = g[s], dg[s]
             if mode == "LSTM":
                 if whr is not None:
@@ -242,7 +253,7 @@ class RNNLayer(Op):
             gwih = make(dg.T @ xa)
         if self.needs(4):
             gwhh = make(dgh_all.T @ self.hprev)
-        ones = np.ones(n, dt)
+        ones = xp.ones(n, dt)
         if b_ih is not None and self.needs(5):
             gbih = make(ones @ dg)
         if b_hh is not None and self.needs(6):
@@ -299,8 +310,10 @@ def _backward_graph(node, grads, ins, mode, bs, reverse):
     b0 = int(bs[0])
     hout, hid = w_hh.shape[1], w_hh.shape[0] // _GATES[mode]
     dt = x.data.dtype
-    h0g = h0 if h0 is not None else make(np.zeros((b0, hout), dt))
-    c0g = (c0 if c0 is not None else make(np.zeros((b0, hid), dt))) if mode == "LSTM" else None
+    xp = backend.array_module(x.data)
+    with on_device_of(x.data):  # CuPy allocates on the current device
+        h0g = h0 if h0 is not None else make(xp.zeros((b0, hout), dt))
+        c0g = (c0 if c0 is not None else make(xp.zeros((b0, hid), dt))) if mode == "LSTM" else None
     outs = _layer_graph(x, h0g, c0g, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs, reverse)
     pairs = [(o, gz) for o, gz in zip(outs, grads) if gz is not None]
     wanted = [(i, t) for i, t in enumerate(ins) if t is not None and node.needs(i)]
@@ -319,6 +332,7 @@ def rnn_layer(mode: str, x: Tensor, batch_sizes: np.ndarray, reverse: bool, h0: 
     returns (out (N, H_out), h_n (B, H_out)) and, for mode 'LSTM', c_n (B, H) as a third element. h0/c0 None
     mean zeros. mode is 'RNN_TANH', 'RNN_RELU', 'LSTM' or 'GRU'. One graph node for all outputs."""
     tensors = (x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr)
+    backend.check_same_device(f"rnn_layer ({mode})", [t.data for t in tensors if t is not None])
     node = _new(RNNLayer)
     outs = node.forward(*[None if t is None else t.data for t in tensors], mode, batch_sizes, reverse)
     if not (MODE.grad and any(t is not None and t.requires_grad for t in tensors)):

@@ -5,7 +5,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .optimizer import Optimizer, _check_nonneg, _ema_sq_
+from ..backend.kernels import ema_sq_ as _ema_sq_
+from .optimizer import Optimizer, _check_nonneg
 
 __all__ = ["Adadelta"]
 

@@ -5,7 +5,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .optimizer import Optimizer, _lerp_
+from ..backend.kernels import lerp_ as _lerp_
+from .optimizer import Optimizer
 
 __all__ = ["Adamax"]
 

@@ -5,7 +5,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .optimizer import Optimizer, _ema_sq_, _lerp_
+from ..backend.kernels import ema_sq_ as _ema_sq_, lerp_ as _lerp_
+from .optimizer import Optimizer
 
 __all__ = ["NAdam"]
 

@@ -381,25 +381,6 @@ def _grad(g, a, maximize: bool, weight_decay: float, l1: float, out, tmp):
     return out
 
 
-def _lerp_(a, b, w: float, tmp) -> None:
-    """a += w·(b - a) in place, rounded as PyTorch's `lerp_` (its form depends on |w| < 0.5)."""
-    np.subtract(b, a, out=tmp)
-    if abs(w) < 0.5:
-        tmp *= w
-        a += tmp
-    else:
-        tmp *= 1 - w
-        np.subtract(b, tmp, out=a)
-
-
-def _ema_sq_(v, d, beta: float, tmp) -> None:
-    """v = beta·v + (1 - beta)·d², in place."""
-    v *= beta
-    np.multiply(d, 1 - beta, out=tmp)
-    tmp *= d
-    v += tmp
-
-
 def _check_number(opt: str, name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         if isinstance(value, Tensor) and value.numel() == 1:

@@ -15,6 +15,7 @@ import numpy as np
 from ... import cat, stack
 from ..._creation import empty
 from ..._tensor import Tensor
+from ...backend import to_host
 from ...ops import nn_activation as F
 from ...ops.nn_rnn import rnn_layer
 from .. import init
@@ -131,7 +132,8 @@ class RNNBase(Module):
         packed = isinstance(input, PackedSequence)
         if packed:
             data, bsz_t, sorted_idx, unsorted_idx = input
-            bsz = np.asarray(bsz_t.data, dtype=np.int64)
+            # batch_sizes drive the Python loop over steps: host ints (PyTorch keeps them on the CPU too)
+            bsz = to_host(bsz_t.data).astype(np.int64, copy=False)
             batched = True
             b = int(bsz[0])
             if data.dim() != 2:

@@ -8,6 +8,7 @@ from typing import Callable
 import numpy as np
 
 from ... import _dtype as dt
+from ... import backend
 from ..._tensor import Tensor, make
 from ...ops import nn_activation as F
 from .. import init
@@ -229,4 +230,7 @@ class Transformer(Module):
     def generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> Tensor:
         """A (sz, sz) float mask: 0 on and below the diagonal, -inf above (position i attends to 0..i)."""
         d = dt.NP_DEFAULT_FLOAT if dtype is None else dt.np_dtype(dtype)
-        return make(np.triu(np.full((sz, sz), -np.inf, d), 1))
+        dev = backend.CPU if device is None else backend.resolve(device)
+        xp = backend.module_for(dev)
+        with backend.on(dev):  # CuPy allocates on the current device
+            return make(xp.triu(xp.full((sz, sz), -np.inf, d), 1))

@@ -13,6 +13,7 @@ import numpy as np
 
 from ... import cat, full, index_select, stack, tensor
 from ..._tensor import Tensor
+from ...backend import to_host
 
 __all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence", "pack_sequence",
            "unpack_sequence", "unpad_sequence", "invert_permutation"]
@@ -56,15 +57,18 @@ class PackedSequence(_PackedBase):
 def invert_permutation(permutation: Tensor | None) -> Tensor | None:
     if permutation is None:
         return None
-    p = np.asarray(permutation.data if isinstance(permutation, Tensor) else permutation)
+    dev = permutation.device if isinstance(permutation, Tensor) else None
+    # a handful of indices: inverted on the host, returned on the permutation's device
+    p = to_host(permutation.data) if dev is not None else np.asarray(permutation)
     inv = np.empty_like(p)
     inv[p] = np.arange(len(p), dtype=p.dtype)
-    return tensor(inv)
+    return tensor(inv, device=dev)
 
 
 def _lengths_array(lengths) -> np.ndarray:
     if isinstance(lengths, Tensor):
-        return np.asarray(lengths.data).astype(np.int64).reshape(-1)
+        # lengths drive Python-level packing: read on the host (PyTorch wants them there too)
+        return to_host(lengths.data).astype(np.int64).reshape(-1)
     return np.asarray(lengths, dtype=np.int64).reshape(-1)
 
 
@@ -102,16 +106,17 @@ def pack_padded_sequence(input: Tensor, lengths, batch_first: bool = False,
     rows = np.concatenate([tt * b + src[:k] for tt, k in enumerate(bsz)]) if not batch_first else \
         np.concatenate([src[:k] * t + tt for tt, k in enumerate(bsz)])
     flat = input.reshape((b * t,) + tuple(input.shape[2:]))
-    data = index_select(flat, 0, tensor(rows))
-    si = None if order is None else tensor(order)
-    return PackedSequence(data, tensor(bsz), si, None)
+    dev = input.device
+    data = index_select(flat, 0, tensor(rows, device=dev))
+    si = None if order is None else tensor(order, device=dev)
+    return PackedSequence(data, tensor(bsz), si, None)  # batch_sizes stays on the CPU, as in PyTorch
 
 
 def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False, padding_value: float = 0.0,
                         total_length: int | None = None) -> tuple:
     """The padded (T, B, *) batch (B, T, * with batch_first) and its lengths (an int64 tensor), in the original
     batch order; T is total_length when given (at least the longest sequence)."""
-    data, bsz = sequence.data, np.asarray(sequence.batch_sizes.data, dtype=np.int64)
+    data, bsz = sequence.data, to_host(sequence.batch_sizes.data).astype(np.int64, copy=False)
     tmax, b = len(bsz), int(bsz[0])
     if total_length is not None:
         if total_length < tmax:
@@ -125,15 +130,16 @@ def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False, pad
     idx = np.full((tmax, b), n, np.int64)
     for t, k in enumerate(bsz):
         idx[t, :k] = off[t] + np.arange(k)
-    unsorted = None if sequence.unsorted_indices is None else np.asarray(sequence.unsorted_indices.data)
+    # the permutation reorders the host-side gather plan, so it is read on the host
+    unsorted = None if sequence.unsorted_indices is None else to_host(sequence.unsorted_indices.data)
     if unsorted is not None:
         idx = idx[:, unsorted]
         lens = lens[unsorted]
     if batch_first:
         idx = idx.T
-    pad = full((1,) + tuple(data.shape[1:]), padding_value, dtype=data.dtype)
-    rows = index_select(cat([data, pad], 0), 0, tensor(idx.reshape(-1)))
-    return rows.reshape(idx.shape + tuple(data.shape[1:])), tensor(lens.astype(np.int64))
+    pad = full((1,) + tuple(data.shape[1:]), padding_value, dtype=data.dtype, device=data.device)
+    rows = index_select(cat([data, pad], 0), 0, tensor(idx.reshape(-1), device=data.device))
+    return rows.reshape(idx.shape + tuple(data.shape[1:])), tensor(lens.astype(np.int64))  # lengths on the CPU
 
 
 def pad_sequence(sequences, batch_first: bool = False, padding_value: float = 0.0,
@@ -154,7 +160,7 @@ def pad_sequence(sequences, batch_first: bool = False, padding_value: float = 0.
     for s in seqs:
         k = lmax - s.shape[0]
         if k:
-            pad = full((k,) + trail, padding_value, dtype=s.dtype)
+            pad = full((k,) + trail, padding_value, dtype=s.dtype, device=s.device)
             s = cat([s, pad] if padding_side == "right" else [pad, s], 0)
         parts.append(s)
     return stack(parts, 0 if batch_first else 1)
