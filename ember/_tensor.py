@@ -254,7 +254,7 @@ class Tensor:
         e = self._edge
         if e is None:
             if self._hooks is None:
-                self._hooks = []
+                self._hooks = LeafHooks()
             hooks = self._hooks
         else:
             node, nr = (e.node, e.nr) if type(e) is Slot else (e, 0)
@@ -264,6 +264,22 @@ class Tensor:
             hooks = node._pre_hooks.setdefault(nr, [])
         hooks.append(hook)
         return RemovableHandle(hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook) -> "RemovableHandle":
+        """Call `hook(self)` during `backward()` once this leaf's `.grad` holds all of this pass's gradient.
+
+        Fires once per backward pass that accumulated into `.grad` (not for `autograd.grad`, which
+        leaves `.grad` alone); the return value must be None."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._edge is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if self._hooks is None:
+            self._hooks = LeafHooks()
+        if self._hooks.post is None:
+            self._hooks.post = []
+        self._hooks.post.append(hook)
+        return RemovableHandle(self._hooks.post, hook)
 
     # ------------------------------------------------------------------ repr
     def __repr__(self) -> str:
@@ -293,6 +309,17 @@ class Slot:
 
     def __init__(self, node, nr: int) -> None:
         self.node, self.nr = node, nr
+
+
+class LeafHooks(list):
+    """A leaf's hooks: the list holds the gradient hooks (`register_hook`), `post` the
+    post-accumulate-grad hooks (None until one is registered, so the engine tests one attribute)."""
+
+    __slots__ = ("post",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.post = None
 
 
 class RemovableHandle:

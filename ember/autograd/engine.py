@@ -9,6 +9,7 @@ are summed; leaves accumulate into `.grad`.
 from __future__ import annotations
 
 import sys
+import threading
 
 import numpy as np
 
@@ -114,7 +115,41 @@ def _key(e):
     return (e.node, e.nr) if type(e) is Slot else (e, 0)
 
 
+class _Callbacks(threading.local):
+    def __init__(self) -> None:
+        self.stack: list = []  # one list of queued callbacks per backward pass running in this thread
+
+
+_CALLBACKS = _Callbacks()
+
+
+def queue_callback(callback) -> None:
+    """Run `callback()` when the backward pass now running (in this thread) ends, after every
+    gradient and post-accumulate-grad hook of that pass (PyTorch's
+    `Variable._execution_engine.queue_callback`). Callbacks run in the order queued; none run when
+    the pass raises."""
+    stack = _CALLBACKS.stack
+    if not stack:
+        raise RuntimeError("Final callbacks can only be installed during backward pass.")
+    stack[-1].append(callback)
+
+
 def _run(roots: list, root_grads: list, retain_graph: bool, create_graph: bool, inputs, accumulate: bool):
+    callbacks = _CALLBACKS.stack
+    callbacks.append([])
+    try:
+        captured = _pass(roots, root_grads, retain_graph, create_graph, inputs, accumulate)
+    finally:
+        queued = callbacks.pop()
+    # a callback may queue another (e.g. for a nested pass): run until none is left
+    i = 0
+    while i < len(queued):
+        queued[i]()
+        i += 1
+    return captured
+
+
+def _pass(roots: list, root_grads: list, retain_graph: bool, create_graph: bool, inputs, accumulate: bool):
     run = _Run(inputs, accumulate, create_graph, root_grads)
 
     # --- pass 1: count the edges into every reachable node
@@ -128,6 +163,8 @@ def _run(roots: list, root_grads: list, retain_graph: bool, create_graph: bool, 
             if n not in deps:
                 deps[n] = 0
                 stack.append(n)
+        elif t._hooks is not None and accumulate:
+            run.count_leaf(t)
     pop, push, record_order = stack.pop, stack.append, inputs is not None
     while stack:
         n = pop()
@@ -138,6 +175,8 @@ def _run(roots: list, root_grads: list, retain_graph: bool, create_graph: bool, 
                 continue
             cls = e.__class__
             if cls in TENSOR_TYPES:
+                if e._hooks is not None and accumulate:  # the only cost of post-accumulate hooks when none exist
+                    run.count_leaf(e)
                 continue
             if cls is Slot:
                 e = e.node
@@ -197,6 +236,8 @@ def _run(roots: list, root_grads: list, retain_graph: bool, create_graph: bool, 
                 if cls in TENSOR_TYPES:
                     if gi is not None:
                         run.deliver_leaf(e, gi)
+                    elif e._hooks is not None and run.pending is not None:
+                        run.leaf_edge_done(e, False)
                     continue
                 if cls is Slot:
                     if gi is not None:
@@ -212,6 +253,8 @@ def _run(roots: list, root_grads: list, retain_graph: bool, create_graph: bool, 
                     if gi is not None:
                         old = buffers.get(e)
                         buffers[e] = gi if old is None else old + gi
+        if run.pending is not None:
+            run.flush_post_hooks()
     finally:
         MODE.grad = prev_mode
     return run.captured
@@ -251,6 +294,8 @@ class _Run:
         # arrays the caller holds: never stored as a .grad without a copy
         self.stolen = {id(g.data) for g in root_grads}
         self.leaf_targets = self.node_targets = self.captured = None
+        # id(leaf) -> [edges still to deliver, leaf, got a gradient]: only leaves with post-accumulate hooks
+        self.pending = None
         if inputs is not None:
             self.captured = [None] * len(inputs)
             self.leaf_targets, self.node_targets = {}, {}
@@ -313,20 +358,59 @@ class _Run:
         return gs if multi else gs[0]
 
     def deliver_leaf(self, t: Tensor, g) -> None:
+        hooks = t._hooks
         if self.leaf_targets is not None:
             idx = self.leaf_targets.get(id(t))
             if idx is None:
+                if hooks is not None and self.pending is not None:
+                    self.leaf_edge_done(t, False)
                 return  # not a requested input
-            if t._hooks:
-                g = _call_hooks(t._hooks, g)
+            if hooks:
+                g = _call_hooks(hooks, g)
             if not self.accumulate:
                 for i in idx:  # a leaf reached along several paths: sum
                     c = self.captured[i]
                     self.captured[i] = g if c is None else c + g
                 return
-        elif t._hooks:
-            g = _call_hooks(t._hooks, g)
+        elif hooks:
+            g = _call_hooks(hooks, g)
         self.store_grad(t, g)
+        if hooks is not None and self.pending is not None:
+            self.leaf_edge_done(t, True)
+
+    # A leaf reached along k edges receives k deliveries (the engine does not sum them first), so its
+    # post-accumulate hooks wait until all k edges have been visited: then `.grad` is final for this pass.
+    def count_leaf(self, t: Tensor) -> None:
+        """Pass 1 found an edge into leaf t; count it if t has post-accumulate hooks."""
+        post = getattr(t._hooks, "post", None)
+        if not post:
+            return
+        if self.pending is None:
+            self.pending = {}
+        rec = self.pending.get(id(t))
+        if rec is None:
+            self.pending[id(t)] = [1, t, False]
+        else:
+            rec[0] += 1
+
+    def leaf_edge_done(self, t: Tensor, got: bool) -> None:
+        """One edge into t was visited (`got`: it delivered a gradient); fire t's hooks after the last."""
+        rec = self.pending.get(id(t))
+        if rec is None or rec[0] <= 0:
+            return
+        rec[0] -= 1
+        if got:
+            rec[2] = True
+        if rec[0] == 0 and rec[2]:
+            _call_post_hooks(t)
+
+    def flush_post_hooks(self) -> None:
+        """End of the pass: fire the hooks of leaves that got a gradient but had edges left unvisited
+        (nodes pruned by `inputs=`); normally nothing is left."""
+        for rec in self.pending.values():
+            if rec[0] > 0 and rec[2]:
+                rec[0] = 0
+                _call_post_hooks(rec[1])
 
     def store_grad(self, t: Tensor, g: Tensor) -> None:
         """t.grad += g, taking ownership of g's array when nothing else can see it."""
@@ -357,6 +441,13 @@ class _Run:
 
 _refcount = sys.getrefcount
 _ndarray = np.ndarray
+
+
+def _call_post_hooks(t: Tensor) -> None:
+    for h in list(t._hooks.post):
+        if h(t) is not None:
+            raise RuntimeError(f"Tensor post accumulate grad hooks should return None; {getattr(h, '__qualname__', h)!r} "
+                               "returned a value")
 
 
 def _call_hooks(hooks: list, g):

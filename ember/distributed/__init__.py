@@ -7,9 +7,10 @@ non-contiguous tensor goes through one contiguous copy. CUDA tensors are reduced
 host memory.
 
 Launch N processes with MPI: `mpiexec -n N python -m mpi4py -m ember train --distributed ...`.
-`python -m mpi4py` aborts the whole job when any rank raises, so one failing rank never leaves the
-others waiting; `init_process_group` also installs an excepthook that does the same for scripts
-started without it.
+`python -m mpi4py` aborts the whole job when any rank raises or exits with a non-zero status, so
+one failing rank never leaves the others waiting; `init_process_group` also installs an excepthook
+that aborts on an uncaught exception for scripts started without it (a plain `sys.exit(n)` on
+one rank is not an exception: launch with `-m mpi4py` to cover it too).
 """
 from __future__ import annotations
 
@@ -90,14 +91,15 @@ def _install_abort_hook() -> None:
     previous = sys.excepthook
 
     def hook(tp, value, tb):
+        if _comm is None or _world_size() == 1:
+            previous(tp, value, tb)
+            return
         try:
             traceback.print_exception(tp, value, tb)
             sys.stderr.write(f"ember.distributed: rank {get_rank()} raised {tp.__name__}; aborting the job\n")
             sys.stderr.flush()
         finally:
-            if _comm is not None and _world_size() > 1:
-                _MPI.COMM_WORLD.Abort(1)
-            previous(tp, value, tb)
+            _MPI.COMM_WORLD.Abort(1)
 
     sys.excepthook = hook
 
@@ -209,6 +211,11 @@ def all_reduce(tensor: Tensor, op: str = ReduceOp.SUM, group=None, async_op: boo
     """Reduce `tensor` across all ranks in place: every rank ends with the result."""
     comm = _group()
     mop = _mpi_op(op)
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"all_reduce(): expected an ember Tensor, got {type(tensor).__name__}")
+    if tensor.data.dtype.kind == "b":
+        raise TypeError("all_reduce(): bool tensors cannot be reduced over MPI; convert with .to(ember.uint8) "
+                        "(SUM/MAX then act as a count/any)")
     if op == ReduceOp.AVG and tensor.data.dtype.kind != "f":
         raise TypeError(f"all_reduce(): ReduceOp.AVG needs a floating tensor, got {tensor.dtype}")
     buf, back = _host_buffer(tensor, "all_reduce()")

@@ -2,3 +2,4 @@
 from .parameter import Parameter
 from .modules import *  # noqa: F401,F403
 from . import functional, init, utils  # noqa: F401
+from . import parallel  # noqa: F401,E402

@@ -13,7 +13,7 @@ from ..._creation import Generator, default_generator
 from ..._tensor import Tensor, make
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
-           "BatchSampler"]
+           "BatchSampler", "DistributedSampler"]
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -192,3 +192,64 @@ class BatchSampler(Sampler[list]):
     def __len__(self) -> int:
         n = len(self.sampler)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+
+class DistributedSampler(Sampler[int]):
+    """This rank's share of `dataset`'s indices for data-parallel training, as
+    `torch.utils.data.DistributedSampler`.
+
+    The index list (a permutation seeded by ``seed + epoch`` when `shuffle`, else ``0..n-1``) is
+    made a multiple of `num_replicas` long, by repeating it from its start (default) or, with
+    `drop_last`, by dropping its tail; rank r takes every `num_replicas`-th index from position r.
+    So every rank yields ``len(self)`` indices, the shards are disjoint up to the padding, and
+    together they cover the dataset (less the dropped tail). The permutation depends only on
+    ``seed + epoch``, so all ranks agree on it: give every rank the same `seed` and call
+    ``set_epoch(epoch)`` before each epoch's iteration for a fresh order.
+
+    `num_replicas` and `rank` default to ``ember.distributed``'s world size and rank, which
+    raise RuntimeError when no process group has been initialized.
+    """
+
+    def __init__(self, dataset: Sized, num_replicas: int | None = None, rank: int | None = None,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> None:
+        if num_replicas is None or rank is None:
+            # imported here: ember.distributed needs mpi4py only once a process group is used
+            from ... import distributed as dist
+            if num_replicas is None:
+                num_replicas = dist.get_world_size()
+            if rank is None:
+                rank = dist.get_rank()
+        if num_replicas <= 0:  # PyTorch fails later with ZeroDivisionError; say what is wrong instead
+            raise ValueError(f"DistributedSampler: num_replicas should be a positive integer, but got "
+                             f"num_replicas={num_replicas!r}")
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]")
+        self.dataset = dataset
+        self.num_replicas = int(num_replicas)
+        self.rank = int(rank)
+        self.epoch = 0
+        self.drop_last = drop_last
+        self.shuffle = shuffle
+        self.seed = seed
+        n = len(dataset)
+        # drop_last keeps the largest multiple of num_replicas that fits; otherwise round up (pad)
+        self.num_samples = n // self.num_replicas if drop_last else -(-n // self.num_replicas)
+        self.total_size = self.num_samples * self.num_replicas
+
+    def __iter__(self) -> Iterator[int]:
+        n = len(self.dataset)
+        if self.shuffle:
+            indices = Generator().manual_seed(self.seed + self.epoch).permutation(n)
+        else:
+            indices = np.arange(n)
+        # np.resize repeats the array from its start to fill total_size (PyTorch's padding), or
+        # truncates it to total_size (PyTorch's drop_last)
+        indices = np.resize(indices, self.total_size) if n else indices[:0]
+        return iter(indices[self.rank::self.num_replicas].tolist())
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use ``seed + epoch`` for the next iterations' shuffle (call it on every rank, each epoch)."""
+        self.epoch = epoch
