@@ -439,3 +439,142 @@ def test_functional_multi_head_attention_forward_parity():
     (to, tw), (eo, ew) = run(torch.nn.functional, torch.tensor), run(EF, ember.tensor)
     _close(to, eo.data)
     _close(tw, ew.data)
+
+
+# ---------------------------------------------------------------------- CUDA (a real GPU, or tests/_fakecuda.py)
+# (the `cuda` fixture is in conftest.py)
+
+def _xd(*shape, seed=0, grad=True):
+    """A float64 CPU input drawn from a fixed seed."""
+    return ember.tensor(np.random.default_rng(seed).standard_normal(shape), dtype=ember.float64, requires_grad=grad)
+
+
+def _run_on(m, xs, call, dev):
+    """Inputs copied to `dev` (those that require grad keep doing so), forward, backward of a random linear
+    function of every float output; host copies of outputs, input grads and parameter grads (all present)."""
+    ins = [None if x is None else x.detach().to(dev).requires_grad_(x.requires_grad) for x in xs]
+    outs = [o for o in call(m, *ins) if o is not None]
+    assert all(o.device.type == ember.device(dev).type for o in outs)
+    loss = 0
+    for i, o in enumerate(outs):
+        cot = np.random.default_rng(100 + i).standard_normal(tuple(o.shape))
+        loss = loss + (o * ember.tensor(cot, dtype=o.dtype, device=dev)).sum()
+    loss.backward()
+    pg = {n: p.grad for n, p in m.named_parameters()}
+    for n, g in pg.items():
+        assert g is not None and g.device.type == ember.device(dev).type, (n, dev)
+    return ([o.detach().cpu().numpy() for o in outs],
+            [x.grad.cpu().numpy() for x in ins if x is not None and x.requires_grad],
+            {n: g.cpu().numpy() for n, g in pg.items()})
+
+
+def _cpu_cuda_parity(make, xs, call, tol=1e-12):
+    """Seeded module: same outputs and gradients on the CPU and, after .cuda(), on CUDA."""
+    ember.manual_seed(0)
+    m = make()
+    ref = _run_on(m, xs, call, "cpu")
+    m.zero_grad()
+    m.cuda()
+    got = _run_on(m, xs, call, "cuda")
+    assert len(ref[0]) == len(got[0]) and len(ref[1]) == len(got[1])
+    for a, b in zip(ref[0] + ref[1], got[0] + got[1]):
+        assert a.shape == b.shape
+        _close(b, a, tol)
+    assert ref[2].keys() == got[2].keys()
+    for n in ref[2]:
+        np.testing.assert_allclose(got[2][n], ref[2][n], rtol=tol, atol=tol, err_msg=n)
+
+
+def _bool(a, seed):
+    """A fixed random bool mask (True = masked out) with every row keeping at least column 0."""
+    m = np.random.default_rng(seed).random(a) > 0.6
+    m[..., 0] = False
+    return ember.tensor(m)
+
+
+@pytest.mark.parametrize("variant", ["plain", "bool_masks", "float_mask", "kdim_bias_kv_zero_attn", "per_head"])
+def test_mha_cuda_matches_cpu(cuda, variant):
+    kw = dict(dtype=ember.float64, batch_first=True)
+    q, k = _xd(2, 3, 8), _xd(2, 4, 8, seed=1)
+    v = _xd(2, 4, 8, seed=2)
+    xs, fkw = [q, k, v, None, None], {}
+    if variant == "bool_masks":
+        xs[3:] = [_bool((3, 4), 3), _bool((2, 4), 4)]
+    elif variant == "float_mask":
+        xs[3] = _xd(3, 4, seed=3, grad=False)
+    elif variant == "kdim_bias_kv_zero_attn":
+        kw.update(kdim=5, vdim=6, add_bias_kv=True, add_zero_attn=True)
+        xs[1:3] = [_xd(2, 4, 5, seed=1), _xd(2, 4, 6, seed=2)]
+        xs[4] = _bool((2, 4), 4)
+    else:
+        fkw = dict(average_attn_weights=False)
+        xs[3] = _bool((2 * 2, 3, 4), 3)
+
+    def call(m, q, k, v, am, kpm):
+        return list(m(q, k, v, attn_mask=am, key_padding_mask=kpm, **fkw))
+
+    _cpu_cuda_parity(lambda: ember.nn.MultiheadAttention(8, 2, **kw), xs, call)
+
+
+def test_sdpa_cuda_matches_cpu(cuda):
+    q, k, v = _xd(2, 2, 3, 4), _xd(2, 2, 5, 4, seed=1), _xd(2, 2, 5, 4, seed=2)
+    outs = {}
+    for dev in ("cpu", "cuda"):
+        ins = [t.detach().to(dev).requires_grad_() for t in (q, k, v)]
+        o1 = EF.scaled_dot_product_attention(*ins, attn_mask=_bool((3, 5), 3).to(dev))
+        o2 = EF.scaled_dot_product_attention(*ins, is_causal=True, scale=0.3)
+        (o1 * 2 + o2 * o2).sum().backward()
+        assert o1.is_cuda == (dev == "cuda")
+        outs[dev] = [t.detach().cpu().numpy() for t in [o1, o2] + [i.grad for i in ins]]
+    for a, b in zip(outs["cpu"], outs["cuda"]):
+        _close(b, a, 1e-12)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_encoder_cuda_matches_cpu(cuda, norm_first):
+    def make():
+        layer = ember.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, norm_first=norm_first,
+                                                 dtype=ember.float64)
+        return ember.nn.TransformerEncoder(layer, 2, norm=ember.nn.LayerNorm(8, dtype=ember.float64),
+                                           enable_nested_tensor=False)
+
+    def call(m, src, kpm):
+        mask = ember.nn.Transformer.generate_square_subsequent_mask(4, device=src.device, dtype=ember.float64)
+        assert mask.device == src.device
+        return [m(src, mask=mask, src_key_padding_mask=kpm)]
+
+    _cpu_cuda_parity(make, [_xd(3, 4, 8), _bool((3, 4), 5)], call)
+
+
+def test_transformer_decoder_cuda_matches_cpu(cuda):
+    def make():
+        layer = ember.nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, activation="gelu", dtype=ember.float64)
+        return ember.nn.TransformerDecoder(layer, 2)
+
+    def call(m, tgt, mem, mkpm):
+        mask = ember.nn.Transformer.generate_square_subsequent_mask(3, device=tgt.device, dtype=ember.float64)
+        return [m(tgt, mem, tgt_mask=mask, memory_key_padding_mask=mkpm, tgt_is_causal=True)]
+
+    _cpu_cuda_parity(make, [_xd(3, 2, 8), _xd(5, 2, 8, seed=1), _bool((2, 5), 6)], call)
+
+
+def test_transformer_cuda_matches_cpu(cuda):
+    def call(m, src, tgt):
+        mask = m.generate_square_subsequent_mask(4, device=tgt.device, dtype=ember.float64)
+        return [m(src, tgt, tgt_mask=mask)]
+
+    _cpu_cuda_parity(lambda: ember.nn.Transformer(8, 2, 2, 1, 16, dropout=0.0, dtype=ember.float64),
+                     [_xd(5, 2, 8), _xd(4, 2, 8, seed=1)], call)
+
+
+def test_attention_mixed_devices_raise(cuda):
+    m = ember.nn.MultiheadAttention(8, 2).cuda()
+    q = ember.randn(3, 2, 8, device="cuda")
+    with pytest.raises(RuntimeError, match=r"cpu and cuda:0"):
+        m(q, q, q, attn_mask=ember.zeros(3, 3))
+    with pytest.raises(RuntimeError, match=r"cpu and cuda:0"):
+        m(q, q, q, key_padding_mask=ember.zeros(2, 3, dtype=ember.bool))
+    with pytest.raises(RuntimeError, match=r"cpu and cuda:0"):
+        m(ember.randn(3, 2, 8), ember.randn(3, 2, 8), ember.randn(3, 2, 8))
+    with pytest.raises(RuntimeError, match=r"cpu and cuda:0"):
+        EF.scaled_dot_product_attention(q, q, q, attn_mask=ember.zeros(2, 2, dtype=ember.bool))

@@ -400,18 +400,7 @@ def test_bad_packing():
 
 
 # ---------------------------------------------------------------------- CUDA (a real GPU, or tests/_fakecuda.py)
-@pytest.fixture
-def cuda():
-    """CUDA for one test: the real one, or the CPU stand-in for CuPy installed for this test only."""
-    installed = False
-    if not ember.cuda.is_available():
-        import _fakecuda
-        _fakecuda.install()
-        installed = True
-    yield "cuda"
-    if installed:
-        ember.backend.uninstall_cuda()
-
+# (the `cuda` fixture is in conftest.py)
 
 def _cot(shape, i: int, dev) -> "ember.Tensor":
     """A fixed random cotangent (float64) for output i, on `dev`: every gradient entry matters."""
@@ -554,3 +543,29 @@ def test_rnn_mixed_devices_raise(cuda):
         m(ember.randn(4, 3, 5, device="cuda"), (h0, h0))
     with pytest.raises(RuntimeError, match=r"cpu and cuda:0"):
         m(ember.randn(4, 3, 5))  # CPU input, CUDA weights
+
+
+@pytest.mark.parametrize("mode", ["RNN", "LSTM", "GRU"])
+def test_double_backward_cuda_matches_cpu(cuda, mode):
+    """create_graph=True (the recomputed graph of ember ops) gives the same second-order gradients on CUDA."""
+    res = {}
+    for dev in ("cpu", "cuda"):
+        ember.manual_seed(0)
+        m = MODES[mode][0](3, 4, dtype=ember.float64).to(dev)
+        x = _x(5, 2, 3, seed=3).detach().to(dev).requires_grad_()
+        g, = ember.autograd.grad(m(x)[0].pow(2).sum(), x, create_graph=True)
+        (g * g).sum().backward()
+        assert x.grad.device.type == dev
+        res[dev] = [t.detach().cpu().numpy() for t in (g, x.grad, m.weight_hh_l0.grad, m.weight_ih_l0.grad)]
+    for a, b in zip(res["cpu"], res["cuda"]):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
+
+
+def test_lstm_on_second_device(cuda):
+    """Scratch and state arrays are allocated on the input's device, not on the current one (cuda:0)."""
+    if ember.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA devices")
+    m = ember.nn.LSTM(3, 4, 2, bidirectional=True, proj_size=2).to("cuda:1")
+    o, (h, c) = m(ember.randn(5, 2, 3, device="cuda:1"))
+    o.sum().backward()
+    assert {str(t.device) for t in (o, h, c, m.weight_hh_l1_reverse.grad, m.weight_hr_l0.grad)} == {"cuda:1"}

@@ -160,6 +160,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         if t.dim() < 2:
             raise RuntimeError(f"scaled_dot_product_attention(): {name} must have at least 2 dimensions "
                                f"(..., seq, features), got shape {list(t.shape)}")
+    backend.check_same_device("scaled_dot_product_attention", [query.data, key.data, value.data] + (
+        [attn_mask.data] if isinstance(attn_mask, Tensor) else []))
     qd = query.data.dtype
     if key.data.dtype != qd or value.data.dtype != qd:
         raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got query.dtype: "
