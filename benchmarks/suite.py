@@ -14,6 +14,7 @@ judged against the targets of docs/performance.md, the scaling tables, overhead 
 
 `--device cuda` instead times W1-W3 training at batch 128 and 1024 on the GPU, ember against PyTorch
 on CUDA (`device_main`); without a usable GPU it is one error line and exit status 2.
+`--distributed` instead runs benchmarks/distributed.py: data-parallel scaling on 1 and 2 MPI processes.
 """
 from __future__ import annotations
 
@@ -261,6 +262,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--device", default="cpu",
                     help="cpu (default: the suite above) or cuda[:N]: W1, W2, W3 training at batch 128 and 1024 on "
                          "that GPU, ember against PyTorch on CUDA")
+    ap.add_argument("--distributed", action="store_true",
+                    help="instead: W1 and W2 data-parallel training on 1 and 2 MPI processes (scaling efficiency) "
+                         "and all_reduce bandwidth (benchmarks/distributed.py; needs mpi4py and mpiexec)")
     ap.add_argument("--worker", type=int, metavar="THREADS", help=argparse.SUPPRESS)
     ap.add_argument("--worker-args", help=argparse.SUPPRESS)
     return ap
@@ -275,6 +279,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.repeats < 1:
         ap.error("--repeats must be at least 1")
+    if a.distributed:
+        from .distributed import suite_main
+        return suite_main(a.only, a.quick, a.repeats, a.output, a.json,
+                          " ".join(["python -m ember bench", *(sys.argv[1:] if argv is None else argv)]))
     if a.device != "cpu":
         return device_main(a, argv)
     if any(t < 1 for t in a.threads):

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import check_grad, compare_torch, noncontig, rand, requires_torch, torch
+from helpers import check_grad, compare_torch, leaf, noncontig, rand, requires_torch, torch
 
 import ember
 import ember.nn as nn
@@ -310,24 +310,22 @@ def test_conv_transpose_empty_output(fn, xs, ws, kw):
     """An output size of exactly 0 is an empty result (forward and backward, zero gradients), as PyTorch's
     oneDNN kernels give (float32 with a batch or groups > 1); its reference kernels (float64, or N = G = 1)
     raise "Output size is too small" instead, where ember still returns the empty result."""
-    compared = 0
     for dtype in DTYPES:
         arrays = rand(*xs, dtype=dtype), rand(*ws, dtype=dtype), rand(ws[1] * kw.get("groups", 1), dtype=dtype)
         try:
             getattr(TF, fn)(*[torch.from_numpy(a) for a in arrays], **kw)
         except RuntimeError as exc:
             assert "too small" in str(exc)
-            leaves = [ember.tensor(a, requires_grad=True) for a in arrays]
+            leaves = [leaf(a) for a in arrays]
             y = getattr(F, fn)(*leaves, **kw)
-            assert y.numel() == 0 and y.dtype == leaves[0].dtype
+            assert y.numel() == 0 and y.dtype == leaves[0].dtype and y.device == leaves[0].device
             y.sum().backward()
-            assert all(t.grad.shape == t.shape and not t.grad.numpy().any() for t in leaves)
+            assert all(t.grad.shape == t.shape and not t.grad.cpu().numpy().any() for t in leaves)
             continue
         compare_torch(lambda x, w, b: getattr(F, fn)(x, w, b, **kw), lambda x, w, b: getattr(TF, fn)(x, w, b, **kw),
                       *arrays)
-        compared += 1
-    # with a batch or groups > 1, float32 takes torch's oneDNN path: those cases are compared with torch
-    assert compared or (xs[0] == 1 and kw.get("groups", 1) == 1)
+    # Which kernel torch picks (and so whether it raises) depends on its build and thread settings (a
+    # subprocess under CI raised where this machine compared): the ember side is checked either way.
 
 
 def test_conv_transpose_negative_output_raises():

@@ -1,5 +1,7 @@
 """`python -m ember COMMAND`: train, evaluate, data fetch, bench.
 
+`train --distributed` and `bench --distributed` run data-parallel over MPI (ember.distributed).
+
 Mistakes in the arguments or inputs (unknown model, missing data, a checkpoint of another
 architecture) end with one line on stderr and exit status 2, not a traceback; set
 EMBER_DEBUG=1 to see the traceback.
@@ -47,6 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.safetensors")
     p.add_argument("--min-accuracy", type=float, default=0.0, help="exit with status 1 below this test accuracy")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N: where the model trains")
+    p.add_argument("--distributed", action="store_true",
+                   help="data-parallel over MPI: launch N copies with `mpiexec -n N python -m mpi4py -m ember train "
+                        "--distributed ...`; --batch-size is the global batch (split evenly over the processes), "
+                        "metrics are all-reduced, and only rank 0 prints and writes files")
 
     p = sub.add_parser("evaluate", help="evaluate a saved model on a dataset's test split")
     p.add_argument("--checkpoint", required=True, help="model.safetensors or checkpoint.safetensors from train")
@@ -85,6 +91,12 @@ def _bench(argv: list[str]) -> int:
         return 1
 
 
+def _lead_rank() -> bool:
+    """False on the ranks other than 0 of an initialized ember.distributed process group."""
+    dist = sys.modules.get("ember.distributed")
+    return dist is None or not dist.is_initialized() or dist.get_rank() == 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:  # its options are the suite's own
@@ -104,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     except (CLIError, RuntimeError, OSError) as e:
         if os.environ.get("EMBER_DEBUG"):
             raise
-        print(f"python -m ember {args.command}: error: {e}", file=sys.stderr)
+        if _lead_rank():  # under --distributed every rank fails alike: one line, not one per rank
+            print(f"python -m ember {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"python -m ember {args.command}: interrupted", file=sys.stderr)

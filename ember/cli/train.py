@@ -159,9 +159,11 @@ def _device_of(model: nn.Module) -> ember.device:
     return next(model.parameters()).device
 
 
-def run_epoch_eval(model: nn.Module, loader: DataLoader) -> tuple[float, float]:
+def run_epoch_eval(model: nn.Module, loader: DataLoader, reduce: bool = False) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of `model` over `loader` (per sample, or per predicted
-    character for sequence models), in eval mode under `no_grad`, on the model's device."""
+    character for sequence models), in eval mode under `no_grad`, on the model's device.
+    `reduce`: the sums are all-reduced over the process group first, so with each rank holding a
+    disjoint shard every rank gets the metrics of the whole set (a collective: every rank calls it)."""
     model.eval()
     dev = _device_of(model)
     total_loss, correct, n = 0.0, 0, 0
@@ -172,7 +174,17 @@ def run_epoch_eval(model: nn.Module, loader: DataLoader) -> tuple[float, float]:
             total_loss += F.cross_entropy(logits, y, reduction="sum").item()
             correct += int((logits.argmax(dim=1) == y).sum().item())
             n += len(y)
+    if reduce:
+        total_loss, correct, n = _all_sum(total_loss, correct, n)
     return total_loss / n, correct / n
+
+
+def _all_sum(*values: float) -> list[float]:
+    """`values` summed over the ranks of the process group (float64, so counts stay exact)."""
+    from ember import distributed as dist
+    t = ember.tensor(list(map(float, values)), dtype=ember.float64)
+    dist.all_reduce(t)
+    return t.tolist()
 
 
 def _progress(total: int, desc: str):
@@ -184,11 +196,14 @@ def _progress(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="batch", leave=False, disable=None, dynamic_ncols=True)
 
 
-def train_one_epoch(model, opt, loader: DataLoader, desc: str) -> tuple[float, float, float]:
-    """One pass over `loader` on the model's device: (mean loss, accuracy, seconds)."""
+def train_one_epoch(model, opt, loader: DataLoader, desc: str, reduce: bool = False,
+                    bar: bool = True) -> tuple[float, float, float]:
+    """One pass over `loader` on the model's device: (mean loss, accuracy, seconds).
+    `reduce`: loss and accuracy are all-reduced over the process group (every rank's shard);
+    `bar`: show a progress bar (rank 0 only under --distributed)."""
     model.train()
     dev = _device_of(model)
-    bar = _progress(len(loader), desc)
+    bar = _progress(len(loader), desc) if bar else None
     total_loss, correct, n = 0.0, 0, 0
     t0 = time.perf_counter()
     for i, (x, y) in enumerate(loader):
@@ -209,7 +224,10 @@ def train_one_epoch(model, opt, loader: DataLoader, desc: str) -> tuple[float, f
                                 samples_s=f"{n / (time.perf_counter() - t0):.0f}", refresh=False)
     if bar is not None:
         bar.close()
-    return total_loss / n, correct / n, time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    if reduce:
+        total_loss, correct, n = _all_sum(total_loss, correct, n)
+    return total_loss / n, correct / n, seconds
 
 
 def _config(args: argparse.Namespace) -> dict[str, Any]:
@@ -287,12 +305,40 @@ def _restore(ckpt_path: str, cfg: dict, model, opt, sched) -> tuple[int, list]:
     return int(ckpt["epoch"]), list(ckpt["metrics"])
 
 
+def _init_distributed(batch_size: int) -> tuple[int, int]:
+    """Join the MPI process group for --distributed: (rank, world size). One clear error when mpi4py
+    is missing or the global batch does not split evenly over the ranks."""
+    from ember import distributed as dist
+    if not dist.is_available():
+        raise CLIError("--distributed needs mpi4py (pip install mpi4py mpich) and a launch under MPI: "
+                       "mpiexec -n N python -m mpi4py -m ember train --distributed ...")
+    if not dist.is_initialized():
+        dist.init_process_group("mpi")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if batch_size % world:
+        raise CLIError(f"--batch-size {batch_size} is the global batch: it must divide evenly over the "
+                       f"{world} processes (each takes batch_size / {world})")
+    return rank, world
+
+
 def train(args: argparse.Namespace) -> int:
+    """The main job (module docstring). With `args.distributed` every rank of an MPI job runs this:
+    the model is wrapped in DistributedDataParallel, each rank trains on its DistributedSampler shard
+    with batch_size / world_size samples per step (so one optimizer step still sees the global batch),
+    train and test metrics are all-reduced (every rank evaluates a disjoint shard of the test set),
+    and only rank 0 prints, draws progress bars and writes files; the reload check runs on rank 0."""
     cfg = _config(args)
+    distributed = bool(getattr(args, "distributed", False))
+    rank, world = _init_distributed(cfg["batch_size"]) if distributed else (0, 1)
+    lead = rank == 0
+    log = print if lead else (lambda *a, **k: None)
     device = _device(getattr(args, "device", "cpu"))
     out = args.out or os.path.join("runs", f"{cfg['dataset']}-{cfg['model']}")
-    os.makedirs(out, exist_ok=True)
+    if lead:
+        os.makedirs(out, exist_ok=True)
     ckpt_path = os.path.join(out, "checkpoint.safetensors")
+    # Same seed on every rank: identical initial weights (DDP broadcasts rank 0's anyway) and the
+    # same RNG stream, so the checkpointed generator state (rank 0's) is valid for all ranks.
     ember.manual_seed(cfg["seed"])
     data = load_data(cfg["dataset"], args.data_dir)
     try:
@@ -308,36 +354,74 @@ def train(args: argparse.Namespace) -> int:
         model_cfg["vocab"] = data.vocab
     start, history = 0, []
     if args.resume and os.path.exists(ckpt_path):
+        # every rank reads the same file (before any rank can write it again: rank 0 writes only
+        # after the first epoch's collectives, which wait for all ranks)
         start, history = _restore(ckpt_path, cfg, model, opt, sched)
-        print(f"resuming from {ckpt_path} after epoch {start}")
+        log(f"resuming from {ckpt_path} after epoch {start}")
     elif args.resume:
-        print(f"no checkpoint at {ckpt_path}: starting from scratch")
+        log(f"no checkpoint at {ckpt_path}: starting from scratch")
     # Fresh (non-persistent) workers each epoch draw their seeds from the default generator at
     # that epoch, which the checkpoint restores: resumed runs see the same augmentations.
     pin = device.type == "cuda"
-    train_loader = DataLoader(data.train, batch_size=cfg["batch_size"], shuffle=True, num_workers=args.workers,
-                              pin_memory=pin)
-    test_loader = DataLoader(data.test, batch_size=1000, num_workers=args.workers, pin_memory=pin)
-    print(f"ember {ember.__version__}: {cfg['model']} ({count_parameters(model):,} parameters) on {cfg['dataset']} "
-          f"({len(data.train):,} train / {len(data.test):,} test), {cfg['optimizer']} lr={cfg['lr']:g} "
-          f"weight_decay={cfg['weight_decay']:g} scheduler={cfg['scheduler']}, batch {cfg['batch_size']}, "
-          f"{cfg['epochs']} epochs, seed {cfg['seed']}, {args.workers} workers, device {device} -> {out}")
+    net = model  # what trains: the DDP wrapper under --distributed; `model` is always the bare module
+    if distributed:
+        from ember.nn.parallel import DistributedDataParallel
+        from ember.utils.data import DistributedSampler, Subset
+        net = DistributedDataParallel(model)
+        sampler = DistributedSampler(data.train, num_replicas=world, rank=rank, shuffle=True, seed=cfg["seed"])
+        train_loader = DataLoader(data.train, batch_size=cfg["batch_size"] // world, sampler=sampler,
+                                  num_workers=args.workers, pin_memory=pin)
+        # a strided, unpadded shard (not DistributedSampler, whose padding would count samples twice):
+        # the all-reduced sums are then exactly the whole test set's
+        test_shard = Subset(data.test, range(rank, len(data.test), world))
+        test_loader = DataLoader(test_shard, batch_size=1000, num_workers=args.workers, pin_memory=pin)
+    else:
+        sampler = None
+        train_loader = DataLoader(data.train, batch_size=cfg["batch_size"], shuffle=True, num_workers=args.workers,
+                                  pin_memory=pin)
+        test_loader = DataLoader(data.test, batch_size=1000, num_workers=args.workers, pin_memory=pin)
+    par = f", {world} processes x batch {cfg['batch_size'] // world}" if distributed else ""
+    log(f"ember {ember.__version__}: {cfg['model']} ({count_parameters(model):,} parameters) on {cfg['dataset']} "
+        f"({len(data.train):,} train / {len(data.test):,} test), {cfg['optimizer']} lr={cfg['lr']:g} "
+        f"weight_decay={cfg['weight_decay']:g} scheduler={cfg['scheduler']}, batch {cfg['batch_size']}{par}, "
+        f"{cfg['epochs']} epochs, seed {cfg['seed']}, {args.workers} workers, device {device} -> {out}")
     for epoch in range(start + 1, cfg["epochs"] + 1):
+        if sampler is not None:
+            sampler.set_epoch(epoch)  # a fresh shuffle each epoch, the same on every rank
         lr = opt.param_groups[0]["lr"]
-        train_loss, train_acc, seconds = train_one_epoch(model, opt, train_loader, f"epoch {epoch}/{cfg['epochs']}")
-        test_loss, test_acc = run_epoch_eval(model, test_loader)
+        train_loss, train_acc, seconds = train_one_epoch(net, opt, train_loader, f"epoch {epoch}/{cfg['epochs']}",
+                                                         reduce=distributed, bar=lead)
+        # evaluated on the bare module: DDP's forward may run collectives, and shards differ in batches
+        test_loss, test_acc = run_epoch_eval(model, test_loader, reduce=distributed)
         if sched is not None:
             sched.step()
         history.append(dict(epoch=epoch, train_loss=train_loss, train_acc=train_acc, test_loss=test_loss,
                             test_acc=test_acc, lr=lr, seconds=seconds, samples_per_s=len(data.train) / seconds))
-        print(f"epoch {epoch:3d}/{cfg['epochs']}  train loss {train_loss:.4f} acc {train_acc:.4f}  "
-              f"test loss {test_loss:.4f} acc {test_acc:.4f}  lr {lr:.2e}  {seconds:.1f} s "
-              f"({len(data.train) / seconds:,.0f} samples/s)", flush=True)
-        ember.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                    "scheduler": sched.state_dict() if sched is not None else None, "epoch": epoch,
-                    "rng": ember.get_rng_state(), "config": cfg, "model_config": model_cfg, "metrics": history},
-                   ckpt_path)
+        log(f"epoch {epoch:3d}/{cfg['epochs']}  train loss {train_loss:.4f} acc {train_acc:.4f}  "
+            f"test loss {test_loss:.4f} acc {test_acc:.4f}  lr {lr:.2e}  {seconds:.1f} s "
+            f"({len(data.train) / seconds:,.0f} samples/s)", flush=True)
+        if lead:  # the replicas are identical after every step: one copy is the checkpoint
+            ember.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                        "scheduler": sched.state_dict() if sched is not None else None, "epoch": epoch,
+                        "rng": ember.get_rng_state(), "config": cfg, "model_config": model_cfg, "metrics": history},
+                       ckpt_path)
 
+    status = _finish(args, out, model, model_cfg, cfg, history, data, device, test_loader) if lead else 0
+    if distributed:
+        # every rank exits with rank 0's verdict (a non-zero status under `python -m mpi4py` aborts the job)
+        from ember import distributed as dist
+        status = int(_all_sum(status)[0])
+        dist.destroy_process_group()
+    return status
+
+
+def _finish(args, out: str, model: nn.Module, model_cfg: dict, cfg: dict, history: list, data: Data,
+            device: ember.device, test_loader: DataLoader) -> int:
+    """Write model, metrics and curves, reload the model into a fresh instance and check it scores the
+    same on the whole test split: the exit status (rank 0 alone under --distributed)."""
+    if getattr(args, "distributed", False):  # test_loader holds this rank's shard: check on the whole split
+        test_loader = DataLoader(data.test, batch_size=1000, num_workers=args.workers,
+                                 pin_memory=device.type == "cuda")
     model_path = os.path.join(out, "model.safetensors")
     ember.save({"model": model.state_dict(), "config": model_cfg}, model_path)
     _write_json({"config": cfg, "epochs": history}, os.path.join(out, "metrics.json"))
