@@ -2,9 +2,9 @@
 
 Every collective is a buffer-based, in-place MPI call on the tensor's array (`Allreduce` with
 `IN_PLACE`, `Bcast`, `Allgather`, `Reduce_scatter_block`): tensors are never pickled. A
-non-contiguous tensor goes through one contiguous copy. CUDA tensors are reduced with NCCL
-(`cupy.cuda.nccl`), its communicator bootstrapped over MPI, when CuPy has NCCL; otherwise through
-host memory.
+non-contiguous tensor goes through one contiguous copy. CUDA tensors are reduced through host
+memory for now (copied to the host, reduced over MPI, copied back); NCCL (`cupy.cuda.nccl`) is
+not wired in yet.
 
 Launch N processes with MPI: `mpiexec -n N python -m mpi4py -m ember train --distributed ...`.
 `python -m mpi4py` aborts the whole job when any rank raises or exits with a non-zero status, so
