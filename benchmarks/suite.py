@@ -321,15 +321,7 @@ def main(argv: list[str] | None = None) -> int:
             text = _python(args, 1)
         res["overhead"] = text.split("\n", 2)[2] if text.count("\n") > 2 else text  # drop its title line
     res["wall_s"] = time.perf_counter() - t0
-    report = render(res)
-    print(report)
-    if a.output:
-        with open(a.output, "w") as f:
-            f.write(report + "\n")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=1)
-    return 0
+    return _emit(render(res), res, a)
 
 
 # ---------------------------------------------------------------------- on a GPU
@@ -398,14 +390,18 @@ def device_main(a: argparse.Namespace, argv: list[str] | None) -> int:
                          f"{f'{ratio:.2f}×' if ratio is not None else '–'} |")
     lines += ["", f"Run took {time.perf_counter() - t0:.0f} s: "
                   f"`{' '.join(['python -m ember bench', *(sys.argv[1:] if argv is None else argv)])}`."]
-    report = "\n".join(lines)
+    return _emit("\n".join(lines), {"device": str(dev), "name": name, "note": note, "rows": rows}, a)
+
+
+def _emit(report: str, data, a) -> int:
+    """Print the markdown report and write it (--output) and the measurements (--json) where asked."""
     print(report)
     if a.output:
         with open(a.output, "w") as f:
             f.write(report + "\n")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"device": str(dev), "name": name, "note": note, "rows": rows}, f, indent=1)
+            json.dump(data, f, indent=1)
     return 0
 
 
