@@ -1,4 +1,6 @@
-"""Run under `mpiexec -n 2`: DistributedDataParallel scenarios named on the command line.
+"""Run under `mpiexec -n 2 python tests/_dist_ddp.py [--route ROUTE] SCENARIO...`: DistributedDataParallel
+scenarios named on the command line, with the model on the CPU or on CUDA (ROUTE: one of
+tests/_dist_route.py's ROUTES, default cpu).
 
 Each scenario asserts on every rank; rank 0 prints "OK <scenario>". Any failure raises, and
 ember.distributed's excepthook aborts the whole job (non-zero exit, no hang).
@@ -13,11 +15,15 @@ import ember.nn as nn
 import ember.nn.functional as F
 from ember.nn.parallel import DistributedDataParallel as DDP
 
+import _dist_route
+
+DEV = "cpu"  # set in __main__ from --route
+
 
 def make_model(seed: int, dtype) -> nn.Module:
     torch.manual_seed(seed)
     m = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 3))
-    return m.to(dtype)
+    return m.to(dtype).to(DEV)
 
 
 def batches(n_steps: int, global_batch: int, dtype, seed: int = 123):
@@ -25,11 +31,11 @@ def batches(n_steps: int, global_batch: int, dtype, seed: int = 123):
     for _ in range(n_steps):
         x = rng.standard_normal((global_batch, 6))
         y = rng.integers(0, 3, global_batch)
-        yield torch.tensor(x, dtype=dtype), torch.tensor(y)
+        yield torch.tensor(x, dtype=dtype, device=DEV), torch.tensor(y, device=DEV)
 
 
 def flat_params(m: nn.Module) -> np.ndarray:
-    return np.concatenate([p.detach().numpy().reshape(-1) for p in m.parameters()])
+    return np.concatenate([p.detach().cpu().numpy().reshape(-1) for p in m.parameters()])
 
 
 def same_on_all_ranks(m: nn.Module) -> None:
@@ -81,7 +87,7 @@ def train_single(dtype, opt_name: str, steps: int = 5, micro: int = 1) -> nn.Mod
 
 def check_close(a: nn.Module, b: nn.Module, rtol: float, atol: float) -> None:
     for (n, p), q in zip(a.named_parameters(), b.parameters()):
-        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=rtol, atol=atol, err_msg=n)
+        np.testing.assert_allclose(p.detach().cpu().numpy(), q.detach().cpu().numpy(), rtol=rtol, atol=atol, err_msg=n)
 
 
 def scenario_train() -> None:
@@ -116,7 +122,7 @@ def scenario_nosync_silent() -> None:
     xs, ys = local_half(x, y)
     with ddp.no_sync():
         F.cross_entropy(ddp(xs), ys).backward()
-    g = ddp.module[0].weight.grad.numpy()
+    g = ddp.module[0].weight.grad.cpu().numpy()
     got = dist._comm.allgather(g.tobytes())
     assert got[0] != got[1], "no_sync still communicated"
 
@@ -156,20 +162,20 @@ class TwoHeads(nn.Module):
 def scenario_unused() -> None:
     """Head b is used on rank 1 only, head a on rank 0 only: no hang, averages include zeros."""
     torch.manual_seed(0)
-    ddp = DDP(TwoHeads().double(), bucket_cap_mb=1e-4)
-    ref = TwoHeads().double()
+    ddp = DDP(TwoHeads().double().to(DEV), bucket_cap_mb=1e-4)
+    ref = TwoHeads().double().to(DEV)
     ref.load_state_dict(ddp.module.state_dict())
-    x = torch.ones(2, 4, dtype=torch.float64)
+    x = torch.ones(2, 4, dtype=torch.float64, device=DEV)
     rank = dist.get_rank()
     ddp(x, use_b=rank == 1).sum().backward()
     # expected: each head's gradient is its single user's gradient / world size
     ref(x, use_b=False).sum().backward()
-    ga = ref.a.weight.grad.numpy().copy()
+    ga = ref.a.weight.grad.cpu().numpy().copy()
     ref.zero_grad()
     ref(x, use_b=True).sum().backward()
-    gb = ref.b.weight.grad.numpy().copy()
-    np.testing.assert_allclose(ddp.module.a.weight.grad.numpy(), ga / 2, rtol=1e-12)
-    np.testing.assert_allclose(ddp.module.b.weight.grad.numpy(), gb / 2, rtol=1e-12)
+    gb = ref.b.weight.grad.cpu().numpy().copy()
+    np.testing.assert_allclose(ddp.module.a.weight.grad.cpu().numpy(), ga / 2, rtol=1e-12)
+    np.testing.assert_allclose(ddp.module.b.weight.grad.cpu().numpy(), gb / 2, rtol=1e-12)
     # a parameter no rank uses keeps grad None on every rank
     ddp.zero_grad()
     ddp(x, use_b=False).sum().backward()
@@ -189,12 +195,29 @@ def scenario_crash() -> None:
     print("UNREACHABLE", flush=True)
 
 
+def scenario_devices() -> None:
+    """Buckets hold one dtype on one device, and their buffers live on the parameters' device."""
+    ddp = DDP(make_model(0, torch.float32))
+    for b in ddp._buckets:
+        assert torch.backend.device_of(b.buf) == b.params[0].device
+        assert len({(p.device, p.dtype) for p in b.params}) == 1
+    mixed = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 3).double())
+    assert len(DDP(mixed.to(DEV))._buckets) == 2
+
+
 if __name__ == "__main__":
+    args = sys.argv[1:]
+    route = "cpu"
+    if args[:1] == ["--route"]:
+        route, args = args[1], args[2:]
     dist.init_process_group("mpi")
     assert dist.get_world_size() == 2
-    for name in sys.argv[1:]:
+    DEV = _dist_route.setup(route, dist.get_rank())
+    for name in args:
         globals()["scenario_" + name]()
         dist.barrier()
         if dist.get_rank() == 0:
             print("OK", name, flush=True)
+    if args != ["crash"]:
+        _dist_route.check(route, dist.get_rank())
     dist.destroy_process_group()

@@ -140,6 +140,7 @@ class _Pointer:
 
 
 # ---------------------------------------------------------------------------- the array
+_LIVE = weakref.WeakValueDictionary()  # data pointer -> the live fake array whose `.data` was last read
 def _to_host_error():
     return TypeError("Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a "
                      "NumPy array explicitly.")
@@ -213,7 +214,11 @@ class ndarray:
     itemsize = property(lambda s: s._a.itemsize)
     flags = property(lambda s: _Flags(s._a))
     device = property(lambda s: Device(s._dev))
-    data = property(lambda s: _Pointer(s._a, s._dev))
+    @property
+    def data(self) -> _Pointer:
+        ptr = _Pointer(self._a, self._dev)
+        _LIVE[ptr.ptr] = self  # so the fake NCCL can find the array behind a raw pointer
+        return ptr
     T = property(lambda s: ndarray._new(s._a.T, s._dev))
     mT = property(lambda s: ndarray._new(s._a.mT, s._dev))
     real = property(lambda s: ndarray._new(np.asarray(s._a.real), s._dev))
@@ -409,8 +414,9 @@ def _function(name: str, fn):
         kw = _unwrap_kw(kwargs, name, devs)
         dev = _current() if host_ok or not devs else _one_device(devs, f"cupy.{name}")
         r = fn(*a, **kw)
-        if host_ok and len(args) == 1 and not kwargs and type(args[0]) is ndarray and args[0]._dev == dev:
-            return args[0]  # asarray of a device array on the current device: the same array
+        if host_ok and len(args) == 1 and not kwargs and type(args[0]) is ndarray and args[0]._dev == dev \
+                and r is args[0]._a:
+            return args[0]  # e.g. asarray of a device array on the current device: the same array
         return _wrap(r, dev)
     call.__name__ = name
     return call
@@ -557,6 +563,10 @@ def _build():
         def synchronize(self):
             pass
 
+        @property
+        def done(self):
+            return True  # the fake runs everything synchronously
+
     def _props(i):
         Device(i)  # validates
         return {"name": b"Fake CUDA device (ember tests)", "totalGlobalMem": 16 << 30, "major": 9, "minor": 0,
@@ -576,7 +586,8 @@ def _build():
     cp.cuda = _namespace("fakecupy.cuda", {
         "Device": Device, "runtime": runtime, "Stream": Stream, "Event": Event,
         "get_current_stream": lambda: Stream.null, "is_available": lambda: True,
-        "get_elapsed_time": lambda a, b: (b._t - a._t) * 1e3, "MemoryPool": MemoryPool})
+        "get_elapsed_time": lambda a, b: (b._t - a._t) * 1e3, "MemoryPool": MemoryPool,
+        "nccl": _nccl_module()})
 
     def empty_pinned(shape, dtype=float, order="C"):
         buf = _PinnedBuffer(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)
@@ -597,6 +608,135 @@ def _build():
                                    "scipy": _namespace("fakecupyx.scipy", {"special": special}),
                                    "_is_pinned": is_pinned, "_ember_fake": True})
     return cp, cpx
+
+
+# ---------------------------------------------------------------------------- NCCL, over MPI
+_NCCL = _API["cupy.cuda.nccl.constants"]
+_NCCL_DTYPES = {_NCCL["NCCL_INT8"]: np.int8, _NCCL["NCCL_UINT8"]: np.uint8, _NCCL["NCCL_INT32"]: np.int32,
+                _NCCL["NCCL_UINT32"]: np.uint32, _NCCL["NCCL_INT64"]: np.int64, _NCCL["NCCL_UINT64"]: np.uint64,
+                _NCCL["NCCL_FLOAT16"]: np.float16, _NCCL["NCCL_FLOAT32"]: np.float32,
+                _NCCL["NCCL_FLOAT64"]: np.float64}
+_NCCL_REDUCE = {_NCCL["NCCL_SUM"]: np.sum, _NCCL["NCCL_PROD"]: np.prod, _NCCL["NCCL_MAX"]: np.max,
+                _NCCL["NCCL_MIN"]: np.min, _NCCL["NCCL_AVG"]: np.mean}
+
+
+class NcclError(RuntimeError):
+    pass
+
+
+NCCL_CALLS: dict = {}  # (device, collective) -> calls, for tests to see that NCCL carried the work
+
+
+class NcclCommunicator:
+    """cupy.cuda.nccl.NcclCommunicator for one GPU per process (the multi-process form), its collectives run
+    over MPI (COMM_WORLD) on the arrays behind the pointers. Strict where NCCL is: every rank must pass the
+    same unique id; each pointer must be a live device array, contiguous, of the datatype given, at least
+    `count` long, on the communicator's device, which must be current (NCCL runs on that device's stream)."""
+
+    def __init__(self, ndev: int, commId: bytes, rank: int, config=None) -> None:
+        from mpi4py import MPI
+        world = MPI.COMM_WORLD
+        if not isinstance(commId, bytes) or len(commId) != 128:
+            raise NcclError("NCCL_ERROR_INVALID_ARGUMENT: commId must be the 128 bytes of get_unique_id()")
+        if ndev != world.Get_size() or rank != world.Get_rank():
+            raise NcclError(f"NCCL_ERROR_INVALID_ARGUMENT: fake NCCL spans MPI's COMM_WORLD (size "
+                            f"{world.Get_size()}, rank {world.Get_rank()}), got ndev={ndev} rank={rank}")
+        self._comm = world.Dup()
+        if any(other != commId for other in self._comm.allgather(commId)):
+            raise NcclError("NCCL_ERROR_INVALID_USAGE: the ranks passed different unique ids (rank 0's "
+                            "get_unique_id() must reach every rank)")
+        self._dev = _current()
+        self._n = world.Get_size()
+
+    def device_id(self) -> int:
+        return self._dev
+
+    def rank_id(self) -> int:
+        return self._comm.Get_rank()
+
+    def size(self) -> int:
+        return self._n
+
+    def destroy(self) -> None:
+        if self._comm is not None:
+            self._comm.Free()
+            self._comm = None
+
+    def _count(self, what: str) -> None:
+        NCCL_CALLS[self._dev, what] = NCCL_CALLS.get((self._dev, what), 0) + 1
+
+    def _buf(self, ptr: int, count: int, datatype: int, stream: int) -> _ND:
+        if self._comm is None:
+            raise NcclError("NCCL_ERROR_INVALID_USAGE: the communicator was destroyed")
+        if not isinstance(stream, int):
+            raise TypeError(f"stream must be a stream pointer (int), got {type(stream).__name__}")
+        if _current() != self._dev:
+            raise NcclError(f"fake NCCL: called with device {_current()} current on a communicator of device "
+                            f"{self._dev} (NCCL would run on the wrong device's stream)")
+        arr = _LIVE.get(ptr)
+        if arr is None:
+            raise NcclError(f"fake NCCL: {ptr:#x} is not the data pointer of a live device array")
+        a = arr._a
+        want = _NCCL_DTYPES.get(datatype)
+        if want is None or a.dtype != want:
+            raise NcclError(f"fake NCCL: datatype {datatype} does not match the buffer's dtype {a.dtype}")
+        if arr._dev != self._dev:
+            raise NcclError(f"fake NCCL: buffer on device {arr._dev}, communicator on device {self._dev}")
+        if not a.flags.c_contiguous or count > a.size:
+            raise NcclError(f"fake NCCL: the buffer must be contiguous with >= {count} elements (has {a.size}, "
+                            f"contiguous={a.flags.c_contiguous})")
+        return a.reshape(-1)[:count]
+
+    def _gather(self, a: _ND) -> _ND:
+        """(size, len(a)): every rank's `a`, moved as raw bytes (MPI has no float16)."""
+        raw = np.ascontiguousarray(a).view(np.uint8)
+        out = np.empty((self._n, raw.size), np.uint8)
+        self._comm.Allgather(raw, out)
+        return out.view(a.dtype)
+
+    def _reduce(self, parts: _ND, op: int) -> _ND:
+        if op not in _NCCL_REDUCE:
+            raise NcclError(f"NCCL_ERROR_INVALID_ARGUMENT: unknown reduction {op}")
+        return _NCCL_REDUCE[op](parts, axis=0).astype(parts.dtype)
+
+    def allReduce(self, sendbuf: int, recvbuf: int, count: int, datatype: int, op: int, stream: int) -> None:
+        send = self._buf(sendbuf, count, datatype, stream)
+        recv = self._buf(recvbuf, count, datatype, stream)
+        recv[...] = self._reduce(self._gather(send), op)
+        self._count("allReduce")
+
+    def bcast(self, buff: int, count: int, datatype: int, root: int, stream: int) -> None:
+        buf = self._buf(buff, count, datatype, stream)
+        if not 0 <= root < self._n:
+            raise NcclError(f"NCCL_ERROR_INVALID_ARGUMENT: root {root}")
+        raw = buf.view(np.uint8)
+        self._comm.Bcast(raw, root=root)
+        self._count("bcast")
+
+    def allGather(self, sendbuf: int, recvbuf: int, count: int, datatype: int, stream: int) -> None:
+        send = self._buf(sendbuf, count, datatype, stream)
+        recv = self._buf(recvbuf, count * self._n, datatype, stream)
+        recv[...] = self._gather(send).reshape(-1)
+        self._count("allGather")
+
+    def reduceScatter(self, sendbuf: int, recvbuf: int, recvcount: int, datatype: int, op: int,
+                      stream: int) -> None:
+        send = self._buf(sendbuf, recvcount * self._n, datatype, stream)
+        recv = self._buf(recvbuf, recvcount, datatype, stream)
+        r = self._comm.Get_rank()
+        recv[...] = self._reduce(self._gather(send), op)[r * recvcount:(r + 1) * recvcount]
+        self._count("reduceScatter")
+
+
+def _nccl_module() -> types.ModuleType:
+    """The fake `cupy.cuda.nccl`: CuPy's names (`available` may be set False to play a missing libnccl)."""
+    m = _namespace("fakecupy.cuda.nccl", dict(_NCCL, available=True, NcclCommunicator=NcclCommunicator,
+                                              NcclError=NcclError, get_unique_id=lambda: os.urandom(128),
+                                              get_version=lambda: 23203, get_build_version=lambda: 23203,
+                                              groupStart=lambda: None, groupEnd=lambda: None))
+    assert set(m.__dict__) - {"__name__", "__doc__", "__package__", "__loader__", "__spec__"} \
+        <= set(_API["cupy.cuda.nccl"]), "fake NCCL names must be CuPy's"
+    return m
 
 
 class _PinnedBuffer(bytearray):

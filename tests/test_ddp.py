@@ -15,22 +15,28 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).resolve().parent / "_dist_ddp.py"
 
 
-def _mpirun(*scenarios: str, timeout: int = 90) -> subprocess.CompletedProcess:
+def _mpirun(*args: str, timeout: int = 90) -> subprocess.CompletedProcess:
     pytest.importorskip("mpi4py")
     if shutil.which("mpiexec") is None:
         pytest.skip("mpiexec is not on PATH")
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    return subprocess.run(["mpiexec", "-n", "2", sys.executable, str(SCRIPT), *scenarios], env=env,
+    return subprocess.run(["mpiexec", "-n", "2", sys.executable, str(SCRIPT), *args], env=env,
                           capture_output=True, text=True, timeout=timeout, cwd=str(ROOT))
 
 
-SCENARIOS = ["broadcast", "train", "nosync", "nosync_silent", "buckets", "unused"]
+SCENARIOS = ["broadcast", "train", "nosync", "nosync_silent", "buckets", "unused", "devices"]
+# the model on the CPU; on CUDA with NCCL; on CUDA through host memory (no NCCL): tests/_dist_route.py
+ROUTES = ["cpu", "nccl", "host"]
+_runs: dict = {}
 
 
-@pytest.fixture(scope="module")
-def run_all():
-    # one launch for all scenarios: MPI start-up and imports dominate the cost
-    return _mpirun(*SCENARIOS)
+@pytest.fixture(params=ROUTES)
+def run_all(request):
+    # one launch per route for all scenarios: MPI start-up and imports dominate the cost
+    route = request.param
+    if route not in _runs:
+        _runs[route] = _mpirun("--route", route, *SCENARIOS)
+    return _runs[route]
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
@@ -38,7 +44,8 @@ def test_scenario(run_all, name):
     """broadcast: ranks with different weights are identical after wrapping; train: SGD/Adam (float64
     and float32) on rank halves match full-batch single-process training and stay bitwise identical;
     nosync: 2 micro-batches with no_sync equal one step on the whole batch; buckets: many buckets give
-    the bitwise same result as one, started during backward; unused: zeros for unused parameters."""
+    the bitwise same result as one, started during backward; unused: zeros for unused parameters;
+    devices: buckets of one dtype and device, their buffers on the parameters' device."""
     assert run_all.returncode == 0, run_all.stdout + run_all.stderr
     assert f"OK {name}\n" in run_all.stdout, run_all.stdout + run_all.stderr
 

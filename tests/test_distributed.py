@@ -48,10 +48,17 @@ def launch(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-@pytest.mark.parametrize("case", ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier", "errors"])
-def test_collectives(case):
-    """Each case checks its collective on every rank (see tests/_dist_collectives.py) and prints PASS."""
-    p = launch([str(HERE / "_dist_collectives.py"), case])
+CASES = ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier", "errors", "dtypes"]
+ROUTES = ["cpu", "nccl", "host", "one-host", "no-nccl-lib"]  # see tests/_dist_route.py
+
+
+@pytest.mark.parametrize("case,route", [(c, r) for r in ROUTES for c in CASES]
+                         + [("same_gpu", "nccl"), ("fake_nccl", "nccl")])
+def test_collectives(case, route):
+    """Each case checks its collective on every rank (see tests/_dist_collectives.py) and prints PASS:
+    NumPy tensors over MPI, and CUDA tensors over NCCL or through host memory when some rank has no
+    NCCL (on the fake CUDA of tests/_fakecuda.py, whose NCCL runs over MPI, where there is no GPU)."""
+    p = launch([str(HERE / "_dist_collectives.py"), case, route])
     out = p.stdout + p.stderr
     assert p.returncode == 0, out
     for r in range(NPROC):

@@ -54,6 +54,64 @@ def test_global_batch_that_does_not_split_is_one_error_line(tmp_path):
     assert not (tmp_path / "run" / "model.safetensors").exists()
 
 
+@needs_mpi
+def test_two_ranks_with_worker_processes_train_exactly_as_without(tmp_path):
+    """--workers 2 under mpiexec: every rank forks its own loader workers; the shards, batches and so
+    the whole run are the same as loading in the main process."""
+    runs = {}
+    for w in ("0", "2"):
+        proc = mpi_train("--epochs", "2", "--workers", w, "--out", str(tmp_path / w))
+        assert proc.returncode == 0, proc.stderr
+        epochs = json.loads((tmp_path / w / "metrics.json").read_text())["epochs"]
+        runs[w] = [{k: v for k, v in e.items() if k not in ("seconds", "samples_per_s")} for e in epochs]
+    assert runs["2"] == runs["0"]
+
+
+@needs_mpi
+def test_two_ranks_on_cuda_use_one_gpu_each_and_reduce_over_nccl(tmp_path):
+    """--device cuda under mpiexec: rank r trains on cuda:r (LOCAL_RANK) and DDP's buckets go over
+    NCCL (on tests/_fakecuda.py where there is no GPU; it reports what its NCCL carried)."""
+    out = tmp_path / "run"
+    cmd = ["mpiexec", "-n", "2", sys.executable, "-m", "mpi4py", os.path.join(ROOT, "tests", "_dist_cli.py"),
+           "train", "--distributed", "--device", "cuda", "--epochs", "2", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=180, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = proc.stdout
+    assert text.count("2 processes x batch 32") == 1 and "device cuda:0 ->" in text
+    assert text.count("matches the trained model's") == 1 and "DOES NOT MATCH" not in text
+    assert json.loads((out / "metrics.json").read_text())["epochs"][-1]["test_acc"] > 0.85
+    # (not anchored at line starts: mpiexec may interleave the two ranks' output)
+    carried = dict(re.findall(r"NCCL rank (\d): (\{[^}]*\})", text))
+    import ember
+    if not ember.cuda.is_available():  # the fake CUDA: 23 steps an epoch, one bucket each, on the rank's own GPU
+        assert set(carried) == {"0", "1"}, text
+        for r in ("0", "1"):
+            calls = eval(carried[r])  # noqa: S307 - a dict literal printed by tests/_dist_cli.py
+            assert {dev for dev, _ in calls} == {int(r)}, calls
+            assert calls[int(r), "allReduce"] == 2 * 23 and calls[int(r), "bcast"] > 0, calls
+
+
+def test_rank_gpu_is_the_local_rank_and_refuses_more_ranks_than_gpus(cuda, monkeypatch):
+    from ember.cli.train import CLIError, _rank_gpu
+    import ember
+    n = ember.cuda.device_count()
+    monkeypatch.delenv("EMBER_DISABLE_NCCL", raising=False)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(n))
+    monkeypatch.setenv("LOCAL_RANK", str(n - 1))
+    try:
+        assert _rank_gpu("cuda") == ember.device("cuda", n - 1) and ember.cuda.current_device() == n - 1
+        monkeypatch.setenv("LOCAL_RANK", "0")
+        assert _rank_gpu(f"cuda:{n - 1}") == ember.device("cuda", n - 1)  # an explicit GPU is kept
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", str(n + 1))
+        with pytest.raises(CLIError, match=f"--device cuda: {n + 1} processes on this host but {n} GPU"):
+            _rank_gpu("cuda")
+        monkeypatch.setenv("EMBER_DISABLE_NCCL", "1")  # sharing GPUs is allowed without NCCL
+        monkeypatch.setenv("LOCAL_RANK", str(n))
+        assert _rank_gpu("cuda") == ember.device("cuda", 0)
+    finally:
+        ember.cuda.set_device(0)
+
+
 def test_distributed_without_mpi4py_is_one_error_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "mpi4py", None)  # `import mpi4py` now raises ImportError
     assert main(["train", "--distributed", "--epochs", "1", "--out", str(tmp_path / "run")]) == 2

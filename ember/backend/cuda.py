@@ -25,6 +25,7 @@ class CudaBackend:
         self._ctx = [cp.cuda.Device(i) for i in range(self.count)]
         self.fake = bool(getattr(cp, "_ember_fake", False))
         self._erf = None
+        self._nccl = None
 
     # ------------------------------------------------------------------ devices
     def device_of(self, a) -> device:
@@ -80,6 +81,35 @@ class CudaBackend:
         except Exception:
             return False
         return getattr(attrs, "type", 0) == 1  # cudaMemoryTypeHost: page-locked host memory
+
+    def stream_ptr(self) -> int:
+        """The current device's current stream, as the handle NCCL takes."""
+        return self.cp.cuda.get_current_stream().ptr
+
+    def record_event(self):
+        """An event recorded now on the current stream (`.done` says whether the work before it finished)."""
+        ev = self.cp.cuda.Event(disable_timing=True)
+        ev.record(self.cp.cuda.get_current_stream())
+        return ev
+
+    # ------------------------------------------------------------------ NCCL
+    def nccl(self):
+        """CuPy's NCCL bindings (`cupy.cuda.nccl`), or a string saying why they cannot be used."""
+        if self._nccl is None:
+            import importlib
+            import warnings
+            try:
+                with warnings.catch_warnings():  # CuPy warns when it cannot load libnccl: the string says it instead
+                    warnings.simplefilter("ignore")
+                    mod = self.cp.cuda.nccl if self.fake else importlib.import_module("cupy.cuda.nccl")
+            except Exception as e:  # noqa: BLE001 - any import failure means "no NCCL"
+                mod = f"cupy.cuda.nccl cannot be imported ({type(e).__name__}: {e})"
+            else:
+                if not getattr(mod, "available", False) or not hasattr(mod, "NcclCommunicator"):
+                    mod = ("CuPy cannot load the NCCL library (pip install 'ember[nccl]', or 'ember[nccl-cuda13]' "
+                           "with cupy-cuda13x)")
+            self._nccl = mod
+        return self._nccl
 
     # ------------------------------------------------------------------ memory
     def memory_allocated(self, index: int | None) -> int:

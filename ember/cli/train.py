@@ -321,6 +321,23 @@ def _init_distributed(batch_size: int) -> tuple[int, int]:
     return rank, world
 
 
+def _rank_gpu(name: str) -> ember.device:
+    """Under --distributed, `--device cuda` is this process's own GPU, cuda:LOCAL_RANK (NCCL needs one GPU
+    per process; LOCAL_RANK is the rank on this host, set by init_process_group); `cuda:N` is kept as
+    given. The GPU is made current, so that every op and collective of this rank runs on it."""
+    dev = ember.device(name)
+    if dev.index is None:
+        count = ember.cuda.device_count()
+        local, here = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
+        if here > count and os.environ.get("EMBER_DISABLE_NCCL", "") in ("", "0"):
+            raise CLIError(f"--device cuda: {here} processes on this host but {count} GPU(s); NCCL needs one GPU "
+                           f"per process: start at most {count} per host (or set EMBER_DISABLE_NCCL=1 to share "
+                           "GPUs, reducing gradients over MPI through host memory)")
+        dev = ember.device("cuda", local % count)
+    ember.cuda.set_device(dev.index)
+    return dev
+
+
 def train(args: argparse.Namespace) -> int:
     """The main job (module docstring). With `args.distributed` every rank of an MPI job runs this:
     the model is wrapped in DistributedDataParallel, each rank trains on its DistributedSampler shard
@@ -333,6 +350,8 @@ def train(args: argparse.Namespace) -> int:
     lead = rank == 0
     log = print if lead else (lambda *a, **k: None)
     device = _device(getattr(args, "device", "cpu"))
+    if distributed and device.type == "cuda":
+        device = _rank_gpu(getattr(args, "device", "cuda"))
     out = args.out or os.path.join("runs", f"{cfg['dataset']}-{cfg['model']}")
     if lead:
         os.makedirs(out, exist_ok=True)

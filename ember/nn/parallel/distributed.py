@@ -3,11 +3,12 @@
 How it works (as PyTorch's reducer, on MPI):
 - At wrap time rank 0's parameters and buffers are broadcast, so every rank starts identical.
 - Parameters that require grad are grouped, in reverse registration order (roughly the order
-  backward produces their gradients), into buckets of about `bucket_cap_mb` MB of one dtype. Each
-  bucket owns one flat contiguous NumPy buffer.
+  backward produces their gradients), into buckets of about `bucket_cap_mb` MB of one dtype and
+  device. Each bucket owns one flat contiguous buffer on that device.
 - A post-accumulate-grad hook on every parameter marks it ready; when all of a bucket's parameters
   are ready its gradients are copied into the buffer and a non-blocking in-place `Iallreduce(SUM)`
-  starts, overlapping communication with the rest of backward. Buckets are started strictly in
+  starts (NCCL on the CUDA stream for CUDA parameters, when every rank has it; `Iallreduce` over
+  MPI otherwise, through host memory for CUDA), overlapping communication with the rest of backward. Buckets are started strictly in
   index order on every rank: MPI matches collectives by order, so the order must not depend on
   which rank's backward reached a bucket first.
 - At the end of backward (an engine callback) the remaining buckets are started, all requests are
@@ -26,11 +27,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-import numpy as np
-
 from ... import backend
 from ... import distributed as dist
-from ..._tensor import Tensor, bump_version, make
+from ..._tensor import Tensor, bump_version, make, writable
 from ...autograd import engine
 from ...autograd.grad_mode import MODE, no_grad
 from ..modules.module import Module
@@ -43,7 +42,7 @@ class _Bucket:
 
     __slots__ = ("params", "offsets", "numel", "buf", "ready", "pending", "req")
 
-    def __init__(self, params: list, dtype: np.dtype) -> None:
+    def __init__(self, params: list) -> None:
         self.params = params
         self.offsets = []
         n = 0
@@ -51,7 +50,9 @@ class _Bucket:
             self.offsets.append(n)
             n += p.data.size
         self.numel = n
-        self.buf = np.zeros(n + len(params), dtype)
+        a = params[0].data
+        with backend.on(params[0].device):
+            self.buf = backend.array_module(a).zeros(n + len(params), a.dtype)
         self.ready = [False] * len(params)
         self.pending = len(params)
         self.req = None
@@ -129,13 +130,14 @@ class DistributedDataParallel(Module):
         buckets, cur, size = [], [], 0
         for p in reversed(params):  # backward produces the last layers' gradients first
             nbytes = p.data.size * p.data.dtype.itemsize
-            if cur and (p.data.dtype != cur[0].data.dtype or size + nbytes > self.bucket_bytes_cap):
-                buckets.append(_Bucket(cur, cur[0].data.dtype))
+            if cur and (p.data.dtype != cur[0].data.dtype or p.device != cur[0].device
+                        or size + nbytes > self.bucket_bytes_cap):
+                buckets.append(_Bucket(cur))
                 cur, size = [], 0
             cur.append(p)
             size += nbytes
         if cur:
-            buckets.append(_Bucket(cur, cur[0].data.dtype))
+            buckets.append(_Bucket(cur))
         return buckets
 
     # ------------------------------------------------------------------ forward
@@ -191,17 +193,19 @@ class DistributedDataParallel(Module):
     def _start(self, bucket: _Bucket) -> None:
         buf, n = bucket.buf, bucket.numel
         local = self._local
-        for i, p in enumerate(bucket.params):
-            o = bucket.offsets[i]
-            view = buf[o:o + p.data.size]
-            g = p.grad
-            if g is not None and (bucket.ready[i] or id(p) in local):
-                view[...] = backend.to_host(g.data).reshape(-1)
-                buf[n + i] = 1
-            else:  # unused in this pass (see the module docstring): contribute zeros
-                view[...] = 0
-                buf[n + i] = 0
-        bucket.req = self._comm.Iallreduce(dist._mpi().IN_PLACE, buf, op=dist._mpi().SUM)
+        dev = bucket.params[0].device
+        with backend.on(dev):
+            for i, p in enumerate(bucket.params):
+                o = bucket.offsets[i]
+                view = buf[o:o + p.data.size]
+                g = p.grad
+                if g is not None and (bucket.ready[i] or id(p) in local):
+                    view[...] = backend.transfer(g.data, dev).reshape(-1)
+                    buf[n + i] = 1
+                else:  # unused in this pass (see the module docstring): contribute zeros
+                    view[...] = 0
+                    buf[n + i] = 0
+        bucket.req = dist._start_all_reduce(buf)
 
     def _finish(self) -> None:
         """End of backward: start what is left (in order), wait for everything, write the averages back."""
@@ -209,24 +213,28 @@ class DistributedDataParallel(Module):
             for bucket in self._buckets[self._next:]:
                 self._start(bucket)
             self._next = len(self._buckets)
-            dist._mpi().Request.Waitall([b.req for b in self._buckets])
+            for bucket in self._buckets:
+                bucket.req.Wait()
             world = self._world
             for bucket in self._buckets:
                 buf, n = bucket.buf, bucket.numel
-                buf[:n] /= world
-                for i, p in enumerate(bucket.params):
-                    if buf[n + i] == 0:
-                        continue  # no rank had a gradient for p: leave its .grad as it is
-                    o = bucket.offsets[i]
-                    avg = buf[o:o + p.data.size].reshape(p.data.shape)
-                    g = p.grad
-                    if g is not None and type(g.data) is np.ndarray and g.data.flags.writeable \
-                            and g.data.shape == avg.shape and not g.requires_grad:
-                        np.copyto(g.data, avg)
-                        bump_version(g)
-                    else:
-                        with no_grad():
-                            p.grad = make(backend.transfer(avg.copy(), p.device))
+                dev = bucket.params[0].device
+                had = backend.to_host(buf[n:])  # one device-to-host copy per bucket, not one per parameter
+                with backend.on(dev):
+                    buf[:n] /= world
+                    for i, p in enumerate(bucket.params):
+                        if had[i] == 0:
+                            continue  # no rank had a gradient for p: leave its .grad as it is
+                        o = bucket.offsets[i]
+                        avg = buf[o:o + p.data.size].reshape(p.data.shape)
+                        g = p.grad
+                        if g is not None and not g.requires_grad and g.data.shape == avg.shape \
+                                and g.device == dev and writable(g.data):
+                            g.data[...] = avg
+                            bump_version(g)
+                        else:
+                            with no_grad():
+                                p.grad = make(avg.copy())
         finally:
             self._local.clear()
             self._active = False
