@@ -309,31 +309,31 @@ def _queue(dev: backend.device, call) -> _Queued:
 
 
 # ---------------------------------------------------------------------------- routes
-def _start_all_reduce(buf, op: str = ReduceOp.SUM):
-    """Start reducing the contiguous array `buf` (NumPy or CUDA) in place, as a SUM for AVG: its request."""
-    comm, MPI, mop = _group(), _mpi(), _mpi_op(op)
+def _start(buf, mpi_start, nccl_call):
+    """Start a collective on the contiguous array `buf` (NumPy or CUDA), in place, by its route: its request.
+    `mpi_start(host_array)` starts the MPI call; `nccl_call(nccl, comm, datatype, ptr, count, stream)` is the
+    NCCL call."""
     if type(buf) is np.ndarray:
-        return comm.Iallreduce(MPI.IN_PLACE, buf, op=mop)
+        return mpi_start(buf)
     route = _nccl_for(buf)
     if route is not None:
         nccl, c, code = route
-        ptr, n, nop = buf.data.ptr, buf.size, getattr(nccl, _NCCL_OPS[op])
-        return _queue(backend.device_of(buf), lambda s: c.allReduce(ptr, ptr, n, code, nop, s))
+        ptr, n = buf.data.ptr, buf.size
+        return _queue(backend.device_of(buf), lambda s: nccl_call(nccl, c, code, ptr, n, s))
     host = np.ascontiguousarray(backend.to_host(buf))
-    return _ViaHost(comm.Iallreduce(MPI.IN_PLACE, host, op=mop), host, buf)
+    return _ViaHost(mpi_start(host), host, buf)
+
+
+def _start_all_reduce(buf, op: str = ReduceOp.SUM):
+    """Start reducing `buf` in place (as a SUM for AVG; the caller divides): its request."""
+    comm, MPI, mop = _group(), _mpi(), _mpi_op(op)
+    return _start(buf, lambda a: comm.Iallreduce(MPI.IN_PLACE, a, op=mop),
+                  lambda nccl, c, code, p, n, s: c.allReduce(p, p, n, code, getattr(nccl, _NCCL_OPS[op]), s))
 
 
 def _start_broadcast(buf, src: int):
     comm = _group()
-    if type(buf) is np.ndarray:
-        return comm.Ibcast(buf, root=src)
-    route = _nccl_for(buf)
-    if route is not None:
-        _, c, code = route
-        ptr, n = buf.data.ptr, buf.size
-        return _queue(backend.device_of(buf), lambda s: c.bcast(ptr, n, code, src, s))
-    host = np.ascontiguousarray(backend.to_host(buf))
-    return _ViaHost(comm.Ibcast(host, root=src), host, buf)
+    return _start(buf, lambda a: comm.Ibcast(a, root=src), lambda nccl, c, code, p, n, s: c.bcast(p, n, code, src, s))
 
 
 def _contiguous(t: Tensor, who: str):
@@ -427,7 +427,7 @@ def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op: bool = F
         req = comm.Iallgather(send, recv)
 
     def finish():
-        for t, r in zip(tensor_list, range(n)):
+        for r, t in enumerate(tensor_list):
             _assign(t, recv[r])
     return _run(req, finish, async_op)
 
