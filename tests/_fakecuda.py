@@ -256,6 +256,8 @@ class ndarray:
         name = ufunc.__name__
         if name not in CUPY_NAMES or method not in ("__call__",) + tuple(UFUNC_METHODS):
             raise TypeError(f"fake CUDA: CuPy has no ufunc {name}.{method}")
+        if method == "at":
+            _check_at(name, inputs[0])
         devs: list = []
         args = _unwrap(inputs, f"numpy.{name}", devs)
         out = kwargs.get("out")
@@ -420,6 +422,23 @@ def _function(name: str, fn):
         return _wrap(r, dev)
     call.__name__ = name
     return call
+
+
+# ufunc.at as CuPy 14.2 has it, probed on an H100 (2026-11-26): add took every dtype tried (float16/32/64,
+# int32/64); subtract int32 and uint32 only; maximum and minimum int32/int64/uint32/uint64/float32/float64;
+# multiply, true_divide and the rest raise NotImplementedError. Same exception types and messages.
+_AT_DTYPES = {"subtract": ("int32", "uint32"),
+              "maximum": ("int32", "int64", "float32", "float64", "uint32", "uint64"),
+              "minimum": ("int32", "int64", "float32", "float64", "uint32", "uint64")}
+
+
+def _check_at(name: str, a) -> None:
+    if name == "add":
+        return
+    if name not in _AT_DTYPES:
+        raise NotImplementedError(f"`cupy_{name}.at` is not supported yet")
+    if str(a.dtype) not in _AT_DTYPES[name]:
+        raise TypeError(f"cupy.{name}.at only supports {', '.join(_AT_DTYPES[name])} as data type")
 
 
 class _Ufunc:

@@ -388,3 +388,29 @@ def test_module_to_moves_parameters_in_place(cuda):
     opt.step()
     m.to("cpu")
     assert all(p.device.type == "cpu" for p in m.parameters())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_scatter_multiply_repeated_positions_on_cuda(cuda, dtype):
+    # CuPy has no multiply.at: the device path multiplies repeated positions in rounds; it must give
+    # the CPU's np.multiply.at result, repeats included (position (0, 1) gets three factors).
+    rng = np.random.default_rng(0)
+    x = rng.integers(1, 5, (3, 4)).astype(dtype)
+    idx = np.array([[0, 0, 2, 1], [1, 0, 2, 1], [2, 0, 0, 1]])
+    src = rng.integers(-3, 4, (3, 4)).astype(dtype)
+    cpu = ember.tensor(x).scatter(0, ember.tensor(idx), ember.tensor(src), reduce="multiply")
+    dev = ember.tensor(x, device="cuda").scatter(0, ember.tensor(idx, device="cuda"), ember.tensor(src, device="cuda"),
+                                               reduce="multiply")
+    assert dev.device.type == "cuda"
+    np.testing.assert_array_equal(dev.cpu().numpy(), cpu.numpy())
+    assert cpu.numpy()[0, 1] == x[0, 1] * src[0, 1] * src[1, 1] * src[2, 1]
+    # a number as the value, scattered along dim 1, and in place
+    t = ember.tensor(x, device="cuda")
+    t.scatter_(1, ember.tensor(idx, device="cuda"), 2, reduce="multiply")
+    np.testing.assert_array_equal(t.cpu().numpy(),
+                                  ember.tensor(x).scatter(1, ember.tensor(idx), 2, reduce="multiply").numpy())
+    # a 0-d input
+    z = ember.tensor(np.array(3, dtype=dtype), device="cuda")
+    np.testing.assert_array_equal(
+        z.scatter(0, ember.tensor(np.array(0), device="cuda"), ember.tensor(np.array(5, dtype=dtype), device="cuda"),
+                  reduce="multiply").cpu().numpy(), 15)

@@ -433,7 +433,32 @@ def _scatter_into(out, grid, ishape, src, reduce) -> None:
     elif reduce == "add":
         backend.array_module(out).add.at(out, grid, src)
     else:
-        backend.array_module(out).multiply.at(out, grid, src)
+        _multiply_at(backend.array_module(out), out, grid, ishape, src)
+
+
+def _multiply_at(xp, out, grid, ishape, src) -> None:
+    """out[grid] *= src for a C-contiguous out, a position named k times multiplied by all k of its values
+    (np.multiply.at).
+
+    CuPy has no multiply.at (a GPU has no atomic multiply), so on a device the products go in rounds:
+    each round multiplies in the first not-yet-applied value of every position still pending, and there
+    are as many rounds as the most repeated position has repeats."""
+    if xp is np:
+        np.multiply.at(out, grid, src)
+        return
+    with on_device_of(out):
+        flat = out.reshape(-1)  # a view: out is a fresh copy
+        pos = 0
+        for k, g in enumerate(grid):  # the flat position of every scattered element
+            pos = pos + g * int(np.prod(out.shape[k + 1:], dtype=np.int64))
+        pos = xp.broadcast_to(xp.asarray(pos, dtype=np.int64), ishape).reshape(-1)
+        vals = xp.broadcast_to(xp.asarray(src, dtype=out.dtype), ishape).reshape(-1)
+        while pos.size:
+            at, first = xp.unique(pos, return_index=True)
+            flat[at] = flat[at] * vals[first]
+            pending = xp.ones(pos.size, dtype=bool)
+            pending[first] = False
+            pos, vals = pos[pending], vals[pending]
 
 
 def _zeros_like_grad(g: Tensor, shape: tuple) -> Tensor:
