@@ -16,6 +16,25 @@ if os.environ.get("EMBER_TEST_DEVICE", "cpu") != "cpu":
         _fakecuda.install()
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "parity: uses PyTorch as an oracle (set on every test of a module that takes `torch`, "
+                   "`need_torch`, `requires_torch` or `compare_torch` from helpers; CI's second run is `EMBER_REQUIRE_TORCH=1 pytest -m parity`)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark `parity` every test of a module that reaches PyTorch through tests/helpers.py (per module,
+    not per test: a module's other tests are cheap next to its parity tests, and a test that reaches
+    torch without a guard is then still run with PyTorch installed)."""
+    import helpers
+
+    for item in items:
+        g = vars(item.module) if getattr(item, "module", None) is not None else {}
+        if ("torch" in g and g["torch"] is helpers.torch) or any(
+                g.get(name) is getattr(helpers, name) for name in ("need_torch", "requires_torch", "compare_torch")):
+            item.add_marker(pytest.mark.parity)
+
+
 @pytest.fixture
 def cuda():
     """A CUDA device for one test: the real one, or tests/_fakecuda.py installed for this test only."""

@@ -1,10 +1,14 @@
 """Shared test helpers: finite-difference checks and PyTorch parity.
 
-PyTorch is a test oracle only: `requires_torch` skips cleanly where it is not installed.
+PyTorch is a test oracle only. Every test that uses it reaches it through this module: `torch`
+(None without PyTorch), `requires_torch` (a skip mark), `compare_torch` (skips) and `need_torch`
+(an import that skips). With EMBER_REQUIRE_TORCH=1 (CI's parity run) nothing skips for want of
+PyTorch: a missing or broken install fails at the import of this module, and `need_torch` raises.
 """
 from __future__ import annotations
 
 import gzip
+import importlib
 import os
 import struct
 
@@ -13,12 +17,24 @@ import pytest
 
 import ember
 
+REQUIRE_TORCH = os.environ.get("EMBER_REQUIRE_TORCH") == "1"
 try:
     import torch
-except ImportError:  # parity tests skip
-    torch = None
+except ImportError:
+    if REQUIRE_TORCH:
+        raise ImportError("EMBER_REQUIRE_TORCH=1 but PyTorch cannot be imported: install the oracle with "
+                          "`pip install torch==2.13.0`, or unset EMBER_REQUIRE_TORCH to skip the parity tests") from None
+    torch = None  # parity tests skip
 
 requires_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed (parity tests need it as an oracle)")
+
+
+def need_torch(module: str = "torch"):
+    """Import `module` (torch or one of its submodules, or a package that needs torch such as
+    safetensors.torch) inside a test: skip the test without it, unless EMBER_REQUIRE_TORCH=1."""
+    if REQUIRE_TORCH:
+        return importlib.import_module(module)
+    return pytest.importorskip(module, reason="PyTorch is not installed (parity tests need it as an oracle)")
 
 # The device the parity helpers (leaf, check_grad, compare_torch) put ember's inputs on:
 # EMBER_TEST_DEVICE=cuda runs every parity test on CUDA (a real GPU, or tests/_fakecuda.py without

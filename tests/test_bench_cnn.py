@@ -9,6 +9,7 @@ import ember
 import ember.nn.functional as F
 from benchmarks._harness import IMPLS
 from benchmarks.cnn import LR, NumpyCNN, ember_model, infer_cases, train_cases
+from helpers import need_torch
 
 
 def _data(n: int = 8, seed: int = 3):
@@ -102,7 +103,7 @@ def test_predict_equals_ember_forward(n):
 @pytest.mark.parametrize("use_torch", [False, True])
 def test_cases_run_from_the_same_weights(make, use_torch):
     if use_torch:
-        pytest.importorskip("torch")
+        need_torch()
     impls = IMPLS if use_torch else ("ember", "numpy")
     cases = make(batch=4, impls=impls)
     assert list(cases) == list(impls)

@@ -8,6 +8,7 @@ import ember
 import ember.nn.functional as F
 from benchmarks._harness import IMPLS
 from benchmarks.mlp import LR, MOMENTUM, NumpyMLP, cases, ember_model, step_flops
+from helpers import need_torch
 
 
 def _data(n: int = 16):
@@ -53,7 +54,7 @@ def test_step_flops_counts_the_products():
 @pytest.mark.parametrize("use_torch", [False, True])
 def test_cases_run_and_train(use_torch):
     if use_torch:
-        pytest.importorskip("torch")
+        need_torch()
     steps = cases(batch=8, width=32, impls=IMPLS if use_torch else ("ember", "numpy"))
     assert set(steps) == ({"ember", "numpy", "pytorch"} if use_torch else {"ember", "numpy"})
     for name, step in steps.items():

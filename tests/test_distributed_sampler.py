@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 import ember
 import ember.distributed
 from ember.utils.data import DataLoader, DistributedSampler, Sampler, TensorDataset
+from helpers import need_torch
 
 
 class Sized:
@@ -59,7 +60,7 @@ def test_shards_are_disjoint_and_complete(n, replicas, drop_last, shuffle, seed,
 @given(n=st.integers(0, 50), replicas=st.integers(1, 8), drop_last=st.booleans())
 def test_matches_torch_unshuffled(n, replicas, drop_last):
     """Without shuffle the shards are PyTorch's, element for element (padding and drop_last included)."""
-    tdata = pytest.importorskip("torch.utils.data")
+    tdata = need_torch("torch.utils.data")
     for r in range(replicas):
         t = tdata.DistributedSampler(Sized(n), num_replicas=replicas, rank=r, shuffle=False, drop_last=drop_last)
         e = DistributedSampler(Sized(n), num_replicas=replicas, rank=r, shuffle=False, drop_last=drop_last)
@@ -72,7 +73,7 @@ def test_matches_torch_unshuffled(n, replicas, drop_last):
 def test_shuffled_padding_follows_torch(n, replicas, drop_last, seed):
     """Shuffled, the permutation differs from PyTorch's but where it pads, drops and which ranks get
     the repeats are the same: map PyTorch's order onto ember's and compare positions."""
-    tdata = pytest.importorskip("torch.utils.data")
+    tdata = need_torch("torch.utils.data")
     tparts = [list(tdata.DistributedSampler(Sized(n), num_replicas=replicas, rank=r, seed=seed, drop_last=drop_last))
               for r in range(replicas)]
     eparts = shards(n, replicas, seed=seed, drop_last=drop_last)

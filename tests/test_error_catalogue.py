@@ -19,12 +19,7 @@ import pytest
 
 import ember
 
-try:
-    import torch
-except ImportError:  # the parity half of the catalogue skips
-    torch = None
-
-from helpers import requires_torch
+from helpers import requires_torch, torch  # torch is None without PyTorch: the parity half skips
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import ember
-from helpers import requires_torch, torch
+from helpers import need_torch, requires_torch, torch
 
 pytestmark = requires_torch
 
@@ -527,7 +527,7 @@ def _trained_normcnn():
 
 
 def test_ember_checkpoint_loads_with_safetensors_torch(tmp_path):
-    st = pytest.importorskip("safetensors.torch")
+    st = need_torch("safetensors.torch")
     em = _trained_normcnn()
     ember.save(em.state_dict(), tmp_path / "w.safetensors")
     sd = st.load_file(str(tmp_path / "w.safetensors"))
@@ -542,7 +542,7 @@ def test_ember_checkpoint_loads_with_safetensors_torch(tmp_path):
 
 
 def test_torch_safetensors_weights_load_into_ember(tmp_path):
-    st = pytest.importorskip("safetensors.torch")
+    st = need_torch("safetensors.torch")
     torch.manual_seed(5)
     tm = T.NormCNN()
     with torch.no_grad():
