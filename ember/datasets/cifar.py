@@ -24,7 +24,7 @@ from numpy._core import multiarray as _multiarray
 from numpy._core import numeric as _numeric
 
 from . import _fetch
-from .vision import VisionDataset
+from .vision import DatasetNotFoundError, VisionDataset
 
 __all__ = ["CIFAR10"]
 
@@ -97,7 +97,7 @@ def _unpickle(path: str) -> dict:
         raise RuntimeError(f"CIFAR10: {path} is not a valid CIFAR-10 python batch "
                            f"({type(e).__name__}: {e})") from None
     if not isinstance(obj, dict):
-        raise RuntimeError(f"CIFAR10: {path} holds a {type(obj).__name__}, expected the dict of a CIFAR-10 batch")
+        raise RuntimeError(f"CIFAR10: {path} holds {type(obj).__name__!r}, not the dict of a CIFAR-10 batch")
     # Python 3 re-pickles of the batches sometimes keep Python 2's byte-string keys
     return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in obj.items()}
 
@@ -163,7 +163,8 @@ class CIFAR10(VisionDataset):
     `data` is a uint8 array N×32×32×3 (HWC), `targets` a list of ints, `classes` the names from the
     meta file (or the standard ones); an item is (uint8 array 32×32×3, int) before the transforms.
     `download=True` fetches the python tarball from the public mirror (MD5 verified) unless the
-    batches are there; there is no offline source for CIFAR-10."""
+    batches are there (checked silently); there is no offline source for CIFAR-10. Missing batches
+    raise `DatasetNotFoundError` (a RuntimeError)."""
 
     base_folder = _fetch.CIFAR10_PY_DIR
     classes = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -176,7 +177,7 @@ class CIFAR10(VisionDataset):
         bin_dir, py_dir = os.path.join(self.root, _BIN_DIR), os.path.join(self.root, self.base_folder)
         bin_files = [os.path.join(bin_dir, n + ".bin") for n in names]
         py_files = [os.path.join(py_dir, n) for n in names]
-        if download and not all(map(os.path.isfile, bin_files)):
+        if download and not all(map(os.path.isfile, bin_files)) and not _fetch.is_fetched("cifar10", self.root):
             _fetch.fetch_cifar10(self.root)
         if all(map(os.path.isfile, bin_files)):
             batches = [_read_binary_batch(p) for p in bin_files]
@@ -186,11 +187,11 @@ class CIFAR10(VisionDataset):
             classes = _read_classes(os.path.join(py_dir, "batches.meta"), _pickled_names)
         else:
             missing = [p for p in py_files if not os.path.isfile(p)]
-            raise RuntimeError(f"CIFAR10: dataset not found in {self.root}: missing {', '.join(missing)} "
-                               f"(or the binary batches {', '.join(os.path.basename(p) for p in bin_files)} in "
-                               f"{bin_dir}). Use CIFAR10(root, download=True), or unpack cifar-10-python.tar.gz "
-                               f"or cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html "
-                               f"into {self.root}")
+            raise DatasetNotFoundError(
+                f"CIFAR10: dataset not found in {self.root}: missing {', '.join(missing)} (or the binary batches "
+                f"{', '.join(os.path.basename(p) for p in bin_files)} in {bin_dir}). Use CIFAR10(root, download=True), "
+                f"or unpack cifar-10-python.tar.gz or cifar-10-binary.tar.gz from "
+                f"https://www.cs.toronto.edu/~kriz/cifar.html into {self.root}", missing[0])
         # CHW planes -> HWC images, made contiguous once so that each item is a cheap copy
         self.data: np.ndarray = np.ascontiguousarray(np.concatenate([d for d, _ in batches]).transpose(0, 2, 3, 1))
         self.targets: list[int] = np.concatenate([t for _, t in batches]).tolist()

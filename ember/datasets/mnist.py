@@ -19,7 +19,7 @@ import numpy as np
 
 from .._tensor import Tensor, make
 from . import _fetch
-from .vision import ImageTensorDataset
+from .vision import DatasetNotFoundError, ImageTensorDataset
 
 __all__ = ["read_idx", "MNIST", "FashionMNIST"]
 
@@ -92,7 +92,9 @@ class MNIST(ImageTensorDataset):
     the IDX files in `root/MNIST/raw/` (raw or .gz), as torchvision lays them out.
 
     `data` is a uint8 Tensor N×28×28, `targets` an int64 Tensor; an item is (uint8 array 28×28, int)
-    before `transform` / `target_transform`. `download=True` first calls `ember.datasets.fetch`.
+    before `transform` / `target_transform`. `download=True` first calls `ember.datasets.fetch` unless
+    the files are already there (checked silently, as torchvision does). Missing files raise
+    `DatasetNotFoundError` (a RuntimeError).
     A file of the original size must have the original SHA-256; smaller IDX files (hand-made
     subsets) are only checked for consistency."""
 
@@ -104,7 +106,7 @@ class MNIST(ImageTensorDataset):
                  target_transform: Callable[[Any], Any] | None = None, download: bool = False) -> None:
         super().__init__(root, transform=transform, target_transform=target_transform)
         self.train = train
-        if download:
+        if download and not _fetch.is_fetched(self._fetch_name, self.root):
             _fetch.fetch(self._fetch_name, self.root)
         prefix = "train" if train else "t10k"
         images_path, images = self._load(f"{prefix}-images-idx3-ubyte", 3)
@@ -133,9 +135,10 @@ class MNIST(ImageTensorDataset):
         name = type(self).__name__
         path = _fetch.find_idx(self.raw_folder, base)
         if path is None:
-            raise RuntimeError(f"{name}: {base}[.gz] not found in {self.raw_folder}. Fetch the dataset with "
-                               f"{name}(root, download=True) or `python -m ember data fetch {self._fetch_name} "
-                               f"--root {self.root}`")
+            raise DatasetNotFoundError(
+                f"{name}: {base}[.gz] not found in {self.raw_folder}. Fetch the dataset with "
+                f"{name}(root, download=True) or `python -m ember data fetch {self._fetch_name} --root {self.root}`",
+                os.path.join(self.raw_folder, base))
         arr = read_idx(path)
         if arr.dtype != np.uint8 or arr.ndim != ndim:
             raise RuntimeError(f"{name}: {path} is not an MNIST {'image' if ndim == 3 else 'label'} file "

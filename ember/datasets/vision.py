@@ -1,4 +1,5 @@
-"""VisionDataset: what ember's image datasets share (root, transforms, torchvision's repr)."""
+"""VisionDataset: what ember's image datasets share (root, transforms, torchvision's repr), and the
+error they raise when their files are not there."""
 from __future__ import annotations
 
 import os
@@ -8,7 +9,17 @@ from typing import Any
 from .._tensor import Tensor
 from ..utils.data import Dataset
 
-__all__ = ["VisionDataset"]  # and ImageTensorDataset, the base of Digits and MNIST
+__all__ = ["VisionDataset", "DatasetNotFoundError"]  # and ImageTensorDataset, the base of Digits and MNIST
+
+
+class DatasetNotFoundError(RuntimeError):
+    """A dataset's files are not in its root folder. The message tells a Python caller how to get them
+    (`download=True`); `missing` is the first file looked for and not found, so that the command line
+    can say the same in its own terms. A RuntimeError, as torchvision raises."""
+
+    def __init__(self, message: str, missing: str) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 class VisionDataset(Dataset):
