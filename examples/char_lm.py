@@ -1,12 +1,14 @@
 """A character-level language model on the public-domain text that ships with ember (Genesis,
 World English Bible): an LSTM and a small causal Transformer, written as PyTorch code.
 
-    python examples/char_lm.py                       # both models, 4 epochs each
+    python examples/char_lm.py                       # both models, 4 epochs each: a few minutes
     python examples/char_lm.py --model lstm --epochs 10
 
-Each epoch prints the training loss and the held-out loss (nats per character; the bits per
-character are loss / ln 2), then a sample drawn from the model. The models are the ones
-`python -m ember train --dataset text --model lstm|transformer` trains (ember/cli/models.py).
+On a 2-core CPU an epoch takes about 15 s (LSTM) or 11 s (Transformer) with the cores to itself,
+about 2 minutes for the default run, and several times that when other work shares them. Each
+epoch prints the training loss and the held-out loss (nats per character; the bits per character
+are loss / ln 2), then a sample drawn from the model; nothing is written to disk. The models are
+the ones `python -m ember train --dataset text --model lstm|transformer` trains (ember/cli/models.py).
 """
 from __future__ import annotations
 
@@ -85,6 +87,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--prompt", default="In the beginning")
     p.add_argument("--sample-chars", type=int, default=200)
     args = p.parse_args(argv)
+    if args.epochs < 1:
+        p.error(f"--epochs must be at least 1, got {args.epochs}")
     for name in (("lstm", "transformer") if args.model == "both" else (args.model,)):
         train(name, args)
 

@@ -1,9 +1,15 @@
 """MNIST with a residual MLP (the W2 benchmark model): the training loop written out by hand.
 
     python -m ember data fetch mnist --root data     # once: fetch and verify the IDX files
-    python examples/mnist_resmlp.py --data-dir data  # about 98% test accuracy in 10 epochs
+    python examples/mnist_resmlp.py --data-dir data  # 10 epochs: 0.985 test accuracy, about 20 s
+    python examples/mnist_resmlp.py --data-dir data --epochs 3
+
+About 2 s an epoch on a 2-core CPU. Each epoch prints the last batch's loss, the test accuracy and
+its seconds; at the end the trained weights go to --save (default runs/examples/mnist_resmlp.safetensors).
+Every run trains afresh (examples/mnist_cnn.py shows a checkpoint that resumes).
 """
 import argparse
+import os
 import time
 
 import ember as torch
@@ -24,11 +30,14 @@ class Block(nn.Module):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", default="data")
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--save", default=os.path.join("runs", "examples", "mnist_resmlp.safetensors"))
     args = p.parse_args()
+    if args.epochs < 1:
+        p.error(f"--epochs must be at least 1, got {args.epochs}")
     torch.manual_seed(0)
     tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
     train = DataLoader(MNIST(args.data_dir, train=True, transform=tf), batch_size=128, shuffle=True,
@@ -49,9 +58,11 @@ def main() -> None:
         model.eval()
         with torch.no_grad():
             correct = sum((model(x).argmax(1) == y).sum().item() for x, y in test)
-        print(f"epoch {epoch}: last batch loss {loss.item():.4f}, test accuracy "
-              f"{correct / len(test.dataset):.4f} ({time.perf_counter() - t0:.1f} s)")
-    torch.save(model.state_dict(), "mnist_resmlp.safetensors")
+        print(f"epoch {epoch}/{args.epochs}: last batch loss {loss.item():.4f}, test accuracy "
+              f"{correct / len(test.dataset):.4f} ({time.perf_counter() - t0:.1f} s)", flush=True)
+    os.makedirs(os.path.dirname(args.save) or ".", exist_ok=True)
+    torch.save(model.state_dict(), args.save)
+    print(f"saved the model to {args.save}")
 
 
 if __name__ == "__main__":
