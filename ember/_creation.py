@@ -31,6 +31,8 @@ def _alloc(device, make_array):
 
 
 def _finish(arr, requires_grad: bool, op: str) -> Tensor:
+    if requires_grad.__class__ is not bool:
+        raise TypeError(f"{op}(): argument 'requires_grad' must be bool, not {type(requires_grad).__name__}")
     t = make(arr)
     if requires_grad:
         t.requires_grad_(True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
+from operator import attrgetter
 
 import numpy as np
 
@@ -43,9 +44,13 @@ class Tensor:
 
     Attributes mirror PyTorch: `data` (the backing array), `grad`, `requires_grad`,
     `grad_fn` (the graph node that produced it; None for leaves), `is_leaf`, `name`.
+
+    `grad` and `requires_grad` are properties whose setters check what PyTorch checks; they are
+    stored in the slots `_grad` and `_requires_grad`, which ember's own code (ops, engine,
+    optimizers) reads and writes directly so that the checks cost nothing on the hot paths.
     """
 
-    __slots__ = ("data", "grad", "requires_grad", "_edge", "_vc", "_base", "name", "_hooks", "__weakref__")
+    __slots__ = ("data", "_grad", "_requires_grad", "_edge", "_vc", "_base", "name", "_hooks", "__weakref__")
     __array_priority__ = 1000
 
     def __init__(self, *args, requires_grad: bool = False, dtype=None, device=None) -> None:
@@ -57,8 +62,8 @@ class Tensor:
         if device is not None:
             arr = backend.transfer(arr, backend.resolve(device))
         _init(self, arr, False, None)
-        if requires_grad:
-            self.requires_grad_(True)
+        if requires_grad is not False:
+            self.requires_grad_(requires_grad)
 
     # ------------------------------------------------------------------ metadata
     @property
@@ -131,7 +136,7 @@ class Tensor:
     # ------------------------------------------------------------------ conversion
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The backing NumPy array (shared memory, as in PyTorch)."""
-        if self.requires_grad and not force:
+        if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         if type(self.data) is not _ndarray:
             if not force:
@@ -140,7 +145,7 @@ class Tensor:
         return self.data
 
     def __array__(self, dtype=None, copy=None):
-        if self.requires_grad:
+        if self._requires_grad:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         a = self.numpy()
         return a if dtype is None else a.astype(dtype, copy=False)
@@ -161,22 +166,30 @@ class Tensor:
 
     def __bool__(self) -> bool:
         if self.data.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with {'no' if self.data.size == 0 else 'more than one'} value is ambiguous")
+            raise RuntimeError(f"Boolean value of Tensor with {'no' if self.data.size == 0 else 'more than one'} value "
+                               f"is ambiguous (shape {list(self.data.shape)})")
         return bool(self.data)
 
+    # float()/int()/complex() raise ValueError (as PyTorch does) where .item() raises RuntimeError
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self._scalar("float"))
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self._scalar("int"))
+
+    def __complex__(self) -> complex:
+        return complex(self._scalar("complex"))
+
+    def _scalar(self, op: str):
+        if self.data.size != 1:
+            raise ValueError(f"only one element tensors can be converted to Python scalars: {op}() got a tensor of "
+                             f"shape {list(self.data.shape)} ({self.data.size} elements)")
+        return self.data.item()
 
     def __index__(self) -> int:
         if self.data.dtype.kind not in "iub" or self.data.size != 1:
             raise TypeError(f"only integer tensors of a single element can be converted to an index, got {self.dtype} of shape {tuple(self.shape)}")
-        return int(self.data)
-
-    def __complex__(self) -> complex:
-        return complex(self.item())
+        return int(self.data.item())
 
     __hash__ = object.__hash__  # == is elementwise, so hash by identity as PyTorch does
 
@@ -201,8 +214,8 @@ class Tensor:
         t = _new(type(self))
         _init(t, self.data.copy(), self.requires_grad, None)
         t.name = self.name
-        if self.grad is not None:
-            t.grad = self.grad.__deepcopy__(memo)
+        if self._grad is not None:
+            t._grad = self._grad.__deepcopy__(memo)
         memo[id(self)] = t
         return t
 
@@ -213,12 +226,15 @@ class Tensor:
         backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Set `requires_grad` on a leaf (in place); returns self."""
+        if requires_grad.__class__ is not bool:
+            raise TypeError(f"requires_grad_(): argument 'requires_grad' must be bool, not {_type_name(requires_grad)}")
         if requires_grad and self.data.dtype.kind != "f":
             raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got {self.dtype}")
         if not requires_grad and self._edge is not None:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use a computed "
                                "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach().")
-        self.requires_grad = bool(requires_grad)
+        self._requires_grad = requires_grad
         return self
 
     def detach(self) -> "Tensor":
@@ -230,7 +246,7 @@ class Tensor:
 
     def detach_(self) -> "Tensor":
         self._edge = None
-        self.requires_grad = False
+        self._requires_grad = False
         return self
 
     def retain_grad(self) -> None:
@@ -289,7 +305,55 @@ class Tensor:
     def __format__(self, spec: str) -> str:
         if self.data.ndim == 0 and spec:
             return self.item().__format__(spec)
+        if spec:  # as PyTorch (object.__format__): a format spec needs a 0-d tensor
+            raise TypeError(f"unsupported format string {spec!r} passed to Tensor.__format__: only a 0-d tensor takes a "
+                            f"format spec, got shape {list(self.data.shape)} (use .item() or .tolist())")
         return repr(self)
+
+    # ------------------------------------------------------------------ checked attributes
+    def _set_grad(self, g) -> None:
+        if g is not None:
+            _check_grad(self, g)
+        self._grad = g
+
+    # the getters are C-level (attrgetter): reading .grad or .requires_grad costs no Python frame
+    grad = property(attrgetter("_grad"), _set_grad, lambda self: self._set_grad(None),
+                    doc="The gradient accumulated by backward() (None until then); assignable to a Tensor of this "
+                        "tensor's shape, dtype and device, or None; `del t.grad` sets it to None.")
+
+    def _set_requires_grad(self, value) -> None:
+        if value.__class__ is not bool:
+            raise RuntimeError(f"requires_grad must be a bool, got {_type_name(value)}")
+        if self._edge is not None:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables."
+                               + ("" if value else " If you want to use a computed variable in a subgraph that doesn't "
+                                  "require differentiation use var_no_grad = var.detach()."))
+        if value and self.data.dtype.kind != "f":
+            raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got {self.dtype}")
+        self._requires_grad = value
+
+    def _del_requires_grad(self) -> None:
+        raise RuntimeError("requires_grad can't be deleted: set it to True or False")
+
+    requires_grad = property(attrgetter("_requires_grad"), _set_requires_grad, _del_requires_grad,
+                             doc="Whether autograd records operations on this tensor (settable on leaves only).")
+
+
+def _check_grad(t: Tensor, g) -> None:
+    """PyTorch's checks on `t.grad = g`: a Tensor (not t itself) of t's shape, dtype and device."""
+    if not isinstance(g, Tensor):
+        raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {_type_name(g)}")
+    if g is t:
+        raise RuntimeError("can't assign Variable as its own grad")
+    if g.data.dtype != t.data.dtype:
+        raise RuntimeError(f"attempting to assign a gradient with dtype '{g.dtype}' to a tensor with dtype "
+                           f"'{t.dtype}'. Please ensure that the gradient and the tensor have the same dtype")
+    if g.data.__class__ is not t.data.__class__ or g.device != t.device:
+        raise RuntimeError(f"attempting to assign a gradient located on device '{g.device}' to a tensor located on "
+                           f"device '{t.device}'. Please ensure that the gradient and the tensor are on the same device")
+    if g.data.shape != t.data.shape:
+        raise RuntimeError(f"attempting to assign a gradient of size '{list(g.data.shape)}' to a tensor of size "
+                           f"'{list(t.data.shape)}'. Please ensure that the gradient and the tensor are the same size")
 
 
 TENSOR_TYPES = {Tensor}  # Tensor and its subclasses (nn.Parameter, ...): a set test is cheaper than isinstance
@@ -345,8 +409,8 @@ class RemovableHandle:
 
 def _init(t: Tensor, data, requires_grad: bool, edge) -> None:
     t.data = data
-    t.grad = None
-    t.requires_grad = requires_grad
+    t._grad = None
+    t._requires_grad = requires_grad
     t._edge = edge
     t._vc = 0
     t._base = None
@@ -381,7 +445,7 @@ def as_view(out: Tensor, of: Tensor) -> Tensor:
     if b is None:
         b = of
     out._base = b
-    if out.requires_grad and b._edge is not None:
+    if out._requires_grad and b._edge is not None:
         _register_view(out, b)
     return out
 
@@ -415,8 +479,8 @@ def make(data, requires_grad: bool = False, edge=None) -> Tensor:
     """Wrap an array (already of the right dtype) in a new Tensor: the hot path of every op."""
     t = _new(Tensor)
     t.data = data
-    t.grad = None
-    t.requires_grad = requires_grad
+    t._grad = None
+    t._requires_grad = requires_grad
     t._edge = edge
     t._vc = 0
     t._base = None
@@ -428,9 +492,17 @@ def make(data, requires_grad: bool = False, edge=None) -> Tensor:
 def _rebuild(data, requires_grad, name):
     t = make(data)
     if requires_grad:
-        t.requires_grad = True
+        t._requires_grad = True
     t.name = name
     return t
+
+
+def _type_name(v) -> str:
+    """A value's type as an error message names it: `int`, `numpy.bool`, `ember.Tensor`."""
+    t = type(v)
+    if t.__module__ == "builtins":
+        return t.__name__
+    return f"{t.__module__.split('.')[0]}.{t.__name__}"
 
 
 def _dim(d, ndim: int, op: str) -> int:

@@ -94,13 +94,18 @@ def get_device_capability(d=None) -> tuple[int, int]:
 
 
 def memory_allocated(d=None) -> int:
-    """Bytes held by live CUDA arrays on the device (CuPy's memory pool, used part)."""
-    return backend.require_cuda().memory_allocated(_index(d))
+    """Bytes held by live CUDA arrays on the device (CuPy's memory pool, used part); 0 before CUDA is
+    first used, or without CUDA, as in PyTorch (so memory logging runs unchanged on a CPU machine)."""
+    if not is_initialized():
+        return 0
+    return backend.CUDA.memory_allocated(_index(d))
 
 
 def memory_reserved(d=None) -> int:
-    """Bytes the memory pool holds from the driver, used or cached for reuse."""
-    return backend.require_cuda().memory_reserved(_index(d))
+    """Bytes the memory pool holds from the driver, used or cached for reuse (0 as `memory_allocated`)."""
+    if not is_initialized():
+        return 0
+    return backend.CUDA.memory_reserved(_index(d))
 
 
 def empty_cache() -> None:

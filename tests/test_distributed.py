@@ -98,7 +98,7 @@ def test_failing_rank_aborts_the_job(via_mpi4py, how, request):
 def test_not_initialized(call):
     if dist.is_initialized():
         pytest.skip("a process group is already initialized in this process")
-    with pytest.raises(RuntimeError, match="Default process group has not been initialized"):
+    with pytest.raises(ValueError, match="Default process group has not been initialized"):
         call()
 
 

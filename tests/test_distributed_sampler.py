@@ -152,9 +152,9 @@ def test_defaults_need_a_process_group():
     dist = ember.distributed
     if dist.is_initialized():
         pytest.skip("a process group is already initialized in this process")
-    with pytest.raises(RuntimeError, match="Default process group has not been initialized"):
+    with pytest.raises(ValueError, match="Default process group has not been initialized"):
         DistributedSampler(Sized(4))
-    with pytest.raises(RuntimeError, match="Default process group has not been initialized"):
+    with pytest.raises(ValueError, match="Default process group has not been initialized"):
         DistributedSampler(Sized(4), num_replicas=2)
-    with pytest.raises(RuntimeError, match="Default process group has not been initialized"):
+    with pytest.raises(ValueError, match="Default process group has not been initialized"):
         DistributedSampler(Sized(4), rank=0)

@@ -44,16 +44,16 @@ def _root_grads(outputs: list, grads, create_graph: bool, op: str) -> list:
             with on_device_of(t.data):
                 g = make(array_module(t.data).ones_like(t.data))
         else:
-            if not isinstance(g, Tensor):
-                from .. import ops
-                g = ops.as_tensor_like(g, t)
+            if not isinstance(g, Tensor):  # as PyTorch: a list or array is not converted (its dtype/device would be guessed)
+                raise TypeError(f"{op}: gradients can be either Tensors or None, but got {type(g).__name__} "
+                                f"(grad_tensors[{i}], for an output of shape {list(t.shape)})")
             if g.data.__class__ is not t.data.__class__ and g.device != t.device:
                 raise RuntimeError(f"{op}: grad_output[{i}] is on {g.device} but output[{i}] is on {t.device}; "
                                    f"move the gradient with .to({str(t.device)!r})")
             if g.shape != t.shape:
                 raise RuntimeError(f"{op}: Mismatch in shape: grad_output[{i}] has a shape of {list(g.shape)} and output[{i}] "
                                    f"has a shape of {list(t.shape)}")
-            if not create_graph and g.requires_grad:
+            if not create_graph and g._requires_grad:
                 g = g.detach()
         out.append(g)
     return out
@@ -83,7 +83,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, c
     for i, t in enumerate(inputs):
         if not isinstance(t, Tensor):
             raise TypeError(f"grad: inputs[{i}] must be a Tensor, got {type(t).__name__}")
-        if not t.requires_grad:
+        if not t._requires_grad:
             raise RuntimeError(f"One of the differentiated Tensors (inputs[{i}], shape {list(t.shape)}) does not require grad")
     if retain_graph is None:
         retain_graph = create_graph
@@ -105,7 +105,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, c
 
 def _check_roots(outputs: list) -> None:
     for i, t in enumerate(outputs):
-        if not t.requires_grad:
+        if not t._requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn "
                                f"(shape {list(t.shape)}); did you compute it under no_grad, or forget requires_grad=True on an input?")
 
@@ -414,12 +414,12 @@ class _Run:
 
     def store_grad(self, t: Tensor, g: Tensor) -> None:
         """t.grad += g, taking ownership of g's array when nothing else can see it."""
-        old = t.grad
+        old = t._grad
         if g.data.dtype != t.data.dtype:
             g = g.to(t.dtype)
         if old is None:
             if self.create_graph:
-                t.grad = g
+                t._grad = g
                 return
             a = g.data
             # a view may share memory with something the user can see; it cannot when its base
@@ -429,14 +429,14 @@ class _Run:
                     or not a.flags.c_contiguous):
                 a = a.copy()
             self.stolen.add(id(a))
-            t.grad = make(a)
-        elif self.create_graph or old.requires_grad:
-            t.grad = old + g
+            t._grad = make(a)
+        elif self.create_graph or old._requires_grad:
+            t._grad = old + g
         elif old.data.shape == g.data.shape and writable(old.data):
             old.data += g.data  # in place, as PyTorch accumulates when grad mode is off
             bump_version(old)
         else:
-            t.grad = make(old.data + g.data)
+            t._grad = make(old.data + g.data)
 
 
 _refcount = sys.getrefcount

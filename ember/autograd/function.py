@@ -211,7 +211,7 @@ class Op(Node):
                 out = node.forward(a.data, b.data)
                 if out.__class__ is not _ndarray and isinstance(out, _generic):
                     out = np.asarray(out)
-                if (a.requires_grad or b.requires_grad) and MODE.grad:
+                if (a._requires_grad or b._requires_grad) and MODE.grad:
                     return _record(node, args, out)
                 return make(out)
         record = False
@@ -226,7 +226,7 @@ class Op(Node):
                     from ..backend import check_same_device
                     check_same_device(cls.__name__.lower(), [t.data for t in args if isinstance(t, Tensor)])
                 arrays.append(d)
-                if a.requires_grad:
+                if a._requires_grad:
                     record = True
             else:
                 arrays.append(a)
@@ -243,7 +243,7 @@ def _record(node: Node, args: tuple, out) -> Tensor:
     for a in args:
         if isinstance(a, Tensor):
             e = a._edge
-            nxt.append(e if e is not None else (a if a.requires_grad else None))
+            nxt.append(e if e is not None else (a if a._requires_grad else None))
         else:
             nxt.append(None)
     node.next = tuple(nxt)
@@ -270,7 +270,7 @@ def _op_apply1(cls, x: Tensor) -> Tensor:
     out = node.forward(x.data)
     if out.__class__ is not _ndarray and isinstance(out, _generic):
         out = np.asarray(out)
-    if not (x.requires_grad and MODE.grad):
+    if not (x._requires_grad and MODE.grad):
         return make(out)
     return _record(node, (x,), out)
 
@@ -391,7 +391,7 @@ class Function(metaclass=_FunctionMeta):
     def apply(cls, *args, **kwargs):
         ctx = _new(cls._backward_cls)
         ctx._to_save = None
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
         record = MODE.grad and any(ctx.needs_input_grad)
         prev = MODE.grad
         MODE.grad = False
@@ -415,13 +415,13 @@ class Function(metaclass=_FunctionMeta):
                 o = o.detach()  # returned an input as is: give the output its own identity
             meta.append((o.shape, o.data.dtype, o.device))
             if id(o) in non_diff or o.data.dtype.kind != "f":
-                o.requires_grad = False
+                o._requires_grad = False
             else:
                 o._edge = ctx if ctx.n_out == 1 else Slot(ctx, i)
-                o.requires_grad = True
+                o._requires_grad = True
             wrapped.append(o)
         ctx._out_meta = meta
-        ctx._in_meta = [(a.shape, a.data.dtype) if isinstance(a, Tensor) and a.requires_grad else None for a in args]
+        ctx._in_meta = [(a.shape, a.data.dtype) if isinstance(a, Tensor) and a._requires_grad else None for a in args]
         _record_function(ctx, args, wrapped)
         return wrapped[0] if single else tuple(wrapped)
 
@@ -429,7 +429,7 @@ class Function(metaclass=_FunctionMeta):
 def _record_function(ctx: FunctionCtx, args: tuple, outputs: list) -> None:
     nxt = []
     for a in args:
-        if isinstance(a, Tensor) and a.requires_grad:
+        if isinstance(a, Tensor) and a._requires_grad:
             e = a._edge
             nxt.append(e if e is not None else a)
         else:

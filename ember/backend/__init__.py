@@ -24,15 +24,15 @@ class device:
             raise TypeError(f"device(): expected a string such as 'cpu' or 'cuda:0', got {type!r}")
         if ":" in type:
             if index is not None:
-                raise ValueError(f"device(): index given twice in {type!r} and index={index}")
+                raise RuntimeError(f"device(): index given twice in {type!r} and index={index}")
             type, _, idx = type.partition(":")
             if not idx.isdigit():
-                raise ValueError(f"device(): invalid device string {type + ':' + idx!r}; expected e.g. 'cuda:0'")
+                raise RuntimeError(f"device(): invalid device string {type + ':' + idx!r}; expected e.g. 'cuda:0'")
             index = int(idx)
         if type not in ("cpu", "cuda"):
-            raise ValueError(f"device(): unknown device type {type!r}; expected 'cpu' or 'cuda'")
+            raise RuntimeError(f"device(): unknown device type {type!r}; expected 'cpu' or 'cuda'")
         if index is not None and index < 0:
-            raise ValueError(f"device(): device index must be non-negative, got {index}")
+            raise RuntimeError(f"device(): device index must be non-negative, got {index}")
         self.type, self.index = type, index
 
     def __repr__(self) -> str:

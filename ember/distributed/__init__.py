@@ -32,9 +32,17 @@ import numpy as np
 from .. import backend
 from .._tensor import Tensor, bump_version
 
-__all__ = ["ReduceOp", "is_available", "init_process_group", "is_initialized", "get_rank", "get_world_size",
-           "barrier", "broadcast", "all_reduce", "all_gather", "reduce_scatter", "destroy_process_group",
-           "get_backend", "Work"]
+__all__ = ["ProcessGroupStateError", "ReduceOp", "is_available", "init_process_group", "is_initialized", "get_rank",
+           "get_world_size", "barrier", "broadcast", "all_reduce", "all_gather", "reduce_scatter",
+           "destroy_process_group", "get_backend", "Work"]
+
+
+class ProcessGroupStateError(ValueError, RuntimeError):
+    """The default process group is not in the state a call needs: used before `init_process_group()`,
+    or initialized twice.
+
+    A ValueError, as PyTorch raises, so `except ValueError` written for PyTorch catches it; also a
+    RuntimeError, which ember raised before, so code written against ember keeps working."""
 
 
 class ReduceOp:
@@ -93,7 +101,7 @@ def init_process_group(backend: str = "mpi", init_method: str | None = None, tim
         raise ValueError(f"init_process_group(): backend must be 'mpi', got {backend!r} (ember's collectives run "
                          "over MPI; CUDA tensors use NCCL underneath)")
     if _comm is not None:
-        raise RuntimeError("init_process_group(): trying to initialize the default process group twice!")
+        raise ProcessGroupStateError("init_process_group(): trying to initialize the default process group twice!")
     MPI = _mpi()
     if not MPI.Is_initialized():
         MPI.Init()
@@ -135,10 +143,11 @@ def is_initialized() -> bool:
     return _comm is not None
 
 
-def _group():
+def _group(who: str):
     if _comm is None:
-        raise RuntimeError("Default process group has not been initialized, please make sure to call "
-                           "init_process_group() (under mpiexec)")
+        raise ProcessGroupStateError(
+            f"{who}: Default process group has not been initialized, please make sure to call "
+            "init_process_group() first (in every process, launched with mpiexec -n N ...)")
     return _comm
 
 
@@ -147,21 +156,21 @@ def _world_size() -> int:
 
 
 def get_backend(group=None) -> str:
-    _group()
+    _group("get_backend()")
     return "mpi"
 
 
 def get_rank(group=None) -> int:
     """This process's rank in [0, world_size)."""
-    return _group().Get_rank()
+    return _group("get_rank()").Get_rank()
 
 
 def get_world_size(group=None) -> int:
-    return _group().Get_size()
+    return _group("get_world_size()").Get_size()
 
 
 def barrier(group=None, async_op: bool = False, device_ids=None):
-    comm = _group()
+    comm = _group("barrier()")
     if async_op:
         return Work(comm.Ibarrier())
     comm.Barrier()
@@ -257,7 +266,7 @@ def _nccl_for(array):
     code = _NCCL_TYPES.get(array.dtype.name)
     if code is None:
         return None
-    comm = _group()
+    comm = _group("collective")
     cb = backend.cuda_backend()
     if _nccl_why is None:
         why = ""
@@ -326,13 +335,13 @@ def _start(buf, mpi_start, nccl_call):
 
 def _start_all_reduce(buf, op: str = ReduceOp.SUM):
     """Start reducing `buf` in place (as a SUM for AVG; the caller divides): its request."""
-    comm, MPI, mop = _group(), _mpi(), _mpi_op(op)
+    comm, MPI, mop = _group("all_reduce()"), _mpi(), _mpi_op(op)
     return _start(buf, lambda a: comm.Iallreduce(MPI.IN_PLACE, a, op=mop),
                   lambda nccl, c, code, p, n, s: c.allReduce(p, p, n, code, getattr(nccl, _NCCL_OPS[op]), s))
 
 
 def _start_broadcast(buf, src: int):
-    comm = _group()
+    comm = _group("broadcast()")
     return _start(buf, lambda a: comm.Ibcast(a, root=src), lambda nccl, c, code, p, n, s: c.bcast(p, n, code, src, s))
 
 
@@ -373,7 +382,7 @@ def _run(req, finish, async_op: bool):
 
 def all_reduce(tensor: Tensor, op: str = ReduceOp.SUM, group=None, async_op: bool = False):
     """Reduce `tensor` across all ranks in place: every rank ends with the result."""
-    _group()
+    _group("all_reduce()")
     _mpi_op(op)
     if not isinstance(tensor, Tensor):
         raise TypeError(f"all_reduce(): expected an ember Tensor, got {type(tensor).__name__}")
@@ -388,7 +397,7 @@ def all_reduce(tensor: Tensor, op: str = ReduceOp.SUM, group=None, async_op: boo
 
 def broadcast(tensor: Tensor, src: int, group=None, async_op: bool = False):
     """Copy rank `src`'s tensor into every rank's `tensor` (same shape and dtype everywhere)."""
-    _group()
+    _group("broadcast()")
     _check_rank(src, "broadcast()")
     buf, back = _contiguous(tensor, "broadcast()")
     return _run(_start_broadcast(buf, src), _done(tensor, back, False), async_op)
@@ -403,7 +412,7 @@ def _assign(t: Tensor, part) -> None:
 
 def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op: bool = False):
     """Fill `tensor_list[r]` with rank r's `tensor`, on every rank."""
-    comm = _group()
+    comm = _group("all_gather()")
     n = comm.Get_size()
     if not isinstance(tensor_list, list) or len(tensor_list) != n:
         raise ValueError(f"all_gather(): tensor_list must be a list of world_size={n} tensors, got "
@@ -434,7 +443,7 @@ def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op: bool = F
 
 def reduce_scatter(output: Tensor, input_list: list, op: str = ReduceOp.SUM, group=None, async_op: bool = False):
     """Reduce `input_list` elementwise across ranks; rank r receives the reduction of everyone's input_list[r]."""
-    comm = _group()
+    comm = _group("reduce_scatter()")
     n = comm.Get_size()
     mop = _mpi_op(op)
     if not isinstance(input_list, list) or len(input_list) != n:

@@ -85,15 +85,15 @@ def binary(cls, a, b, name: str) -> Tensor:
             backend.check_same_device(name, (x, y))
         if x.dtype is not y.dtype:
             x, y = _promoted(x, y, name)
-        rg = a.requires_grad or b.requires_grad
+        rg = a._requires_grad or b._requires_grad
     elif ta:
         if x.dtype.kind != "f" or y.__class__ is bool:
             x, y = _promoted(x, y, name)
-        rg = a.requires_grad
+        rg = a._requires_grad
     else:
         if y.dtype.kind != "f" or x.__class__ is bool:
             x, y = _promoted(x, y, name)
-        rg = b.requires_grad
+        rg = b._requires_grad
     node = _new(cls)
     try:
         out = node.forward(x, y)
@@ -122,8 +122,8 @@ def _record_binary(node: BinaryOp, a, b, out, check_meta: bool = True) -> Tensor
     else:  # _record, unrolled for two tensors or a tensor and a number: the hot path of recording
         ea = a._edge if ta else None
         eb = b._edge if tb else None
-        node.next = (ea if ea is not None else (a if ta and a.requires_grad else None),
-                     eb if eb is not None else (b if tb and b.requires_grad else None))
+        node.next = (ea if ea is not None else (a if ta and a._requires_grad else None),
+                     eb if eb is not None else (b if tb and b._requires_grad else None))
         if node.saves_inputs:
             node.inputs = (a, b)
             if ta and tb:
@@ -137,7 +137,7 @@ def _record_binary(node: BinaryOp, a, b, out, check_meta: bool = True) -> Tensor
             node.inputs = node.versions = None
         node.out = node.out_version = None
         r = _new(Tensor)  # make(out, True, node), inlined
-        r.data, r.grad, r.requires_grad, r._edge, r._vc, r._base, r.name, r._hooks = out, None, True, node, 0, None, None, None
+        r.data, r._grad, r._requires_grad, r._edge, r._vc, r._base, r.name, r._hooks = out, None, True, node, 0, None, None, None
         if MODE.anomaly:
             from ..autograd.anomaly import creation_trace
             node.trace = creation_trace()
@@ -145,11 +145,11 @@ def _record_binary(node: BinaryOp, a, b, out, check_meta: bool = True) -> Tensor
         return r
     # remember inputs that broadcast or were promoted, to reduce their grads back
     ma = mb = None
-    if isinstance(a, Tensor) and a.requires_grad:
+    if isinstance(a, Tensor) and a._requires_grad:
         d = a.data
         if d.shape != out.shape or d.dtype is not out.dtype:
             ma = (d.shape, d.dtype)
-    if isinstance(b, Tensor) and b.requires_grad:
+    if isinstance(b, Tensor) and b._requires_grad:
         d = b.data
         if d.shape != out.shape or d.dtype is not out.dtype:
             mb = (d.shape, d.dtype)
@@ -196,24 +196,24 @@ def _binop(cls, name: str, slow=None):
             return slow(input, other)  # raises ember's error
         if out.__class__ is not _ndarray and isinstance(out, _generic):
             out = np.asarray(out)
-        if ((ic is Tensor and input.requires_grad) or (oc is Tensor and other.requires_grad)) and MODE.grad:
+        if ((ic is Tensor and input._requires_grad) or (oc is Tensor and other._requires_grad)) and MODE.grad:
             if ic is not oc or saves or MODE.anomaly:
                 # a Python number never broadcasts a tensor; two tensors of one dtype only by shape
                 return _record_binary(_new(cls), input, other, out, ic is oc and x.shape != y.shape)
             # _record_binary inlined for the commonest recorded case: two tensors, nothing saved
             node = _new(cls)
             ea, eb = input._edge, other._edge
-            node.next = (ea if ea is not None else (input if input.requires_grad else None),
-                         eb if eb is not None else (other if other.requires_grad else None))
+            node.next = (ea if ea is not None else (input if input._requires_grad else None),
+                         eb if eb is not None else (other if other._requires_grad else None))
             node.inputs = node.versions = node.out = node.out_version = None
             if x.shape != y.shape:
-                node.meta = ((x.shape, x.dtype) if input.requires_grad and x.shape != out.shape else None,
-                             (y.shape, y.dtype) if other.requires_grad and y.shape != out.shape else None)
+                node.meta = ((x.shape, x.dtype) if input._requires_grad and x.shape != out.shape else None,
+                             (y.shape, y.dtype) if other._requires_grad and y.shape != out.shape else None)
             t = _new(Tensor)
-            t.data, t.grad, t.requires_grad, t._edge, t._vc, t._base, t.name, t._hooks = out, None, True, node, 0, None, None, None
+            t.data, t._grad, t._requires_grad, t._edge, t._vc, t._base, t.name, t._hooks = out, None, True, node, 0, None, None, None
             return t
         t = _new(Tensor)
-        t.data, t.grad, t.requires_grad, t._edge, t._vc, t._base, t.name, t._hooks = out, None, False, None, 0, None, None, None
+        t.data, t._grad, t._requires_grad, t._edge, t._vc, t._base, t.name, t._hooks = out, None, False, None, 0, None, None, None
         return t
 
     op.__name__ = op.__qualname__ = name
@@ -683,7 +683,7 @@ def atan2_(self: Tensor, other) -> Tensor:
     """In-place atan2: self becomes atan2(self, other); self must be floating point and of the broadcast shape."""
     from .inplace import _check_writable, _commit, _commit_view_check, _old
     _check_writable(self, "atan2_")
-    if MODE.grad and (self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)):
+    if MODE.grad and (self._requires_grad or (isinstance(other, Tensor) and other._requires_grad)):
         if self._base is not None:
             _commit_view_check(self, "atan2_")
         return _commit(self, binary(Atan2, _old(self, Atan2), other, "atan2_"), "atan2_")

@@ -47,8 +47,14 @@ def to(self: Tensor, *args, dtype=None, device=None, copy: bool = False, non_blo
     for a in args:
         if isinstance(a, Tensor):
             dtype, device = a.dtype, a.device
-        elif isinstance(a, (backend.device, str)) and not (isinstance(a, str) and a.split(":")[0] not in ("cpu", "cuda")):
+        elif isinstance(a, backend.device) or isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda"):
             device = a
+        elif isinstance(a, str):  # PyTorch reads a string here as a device; ember also takes a dtype name
+            try:
+                dtype = dt.as_dtype(a)
+            except TypeError:
+                raise RuntimeError(f"to(): {a!r} is neither a device (expected 'cpu', 'cuda' or 'cuda:N') nor a "
+                                   f"dtype name such as 'float32'") from None
         elif a is not None:
             dtype = a
     t = self
@@ -74,7 +80,7 @@ def pin_memory(self: Tensor, device=None) -> Tensor:
     out = be.pinned_empty(self.data.shape, self.data.dtype)
     out[...] = self.data
     t = make(out)
-    t.requires_grad = False
+    t._requires_grad = False
     return t
 
 

@@ -329,7 +329,7 @@ def _fast_index(index, shape, base=None):
 def getitem(self: Tensor, index) -> Tensor:
     """x[index] with PyTorch's semantics: basic indices give a view, tensor/list/mask indices a copy."""
     idx = _fast_index(index, self.data.shape, self.data)
-    if self.requires_grad and MODE.grad:
+    if self._requires_grad and MODE.grad:
         node = _new(GetItem)
         r = _record(node, (self,), node.forward(self.data, idx))
     else:
@@ -398,14 +398,14 @@ def setitem(self: Tensor, index, value) -> None:
         if idx[2] and value.data.dtype != self.data.dtype and type(index) is not bool \
                 and not _masked_fill_write(idx, value):
             _dtype_mismatch(self, value)
-        graph = MODE.grad and (self.requires_grad or value.requires_grad) and self.data.dtype.kind == "f"
+        graph = MODE.grad and (self._requires_grad or value._requires_grad) and self.data.dtype.kind == "f"
         if graph and value.data.dtype != self.data.dtype:
             value = value.to(self.dtype)
         if not graph and value.data.__class__ is not self.data.__class__:
             backend.check_same_device("__setitem__", (self.data, value.data))
         v = value if graph else value.data
     else:
-        graph = MODE.grad and self.requires_grad
+        graph = MODE.grad and self._requires_grad
         v = value if type(value) in (int, float, bool) else _to_array(value, self.data.dtype, "__setitem__")
         if v.__class__ is not self.data.__class__ and v.__class__ not in (int, float, bool):
             v = _on_device_of(v, self.data)  # a list or NumPy value written into a device tensor
@@ -849,7 +849,7 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
 
 def masked_fill_(self: Tensor, mask: Tensor, value) -> Tensor:
     """In-place masked_fill (mask must broadcast to self's shape)."""
-    if not (MODE.grad and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad))):
+    if not (MODE.grad and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad))):
         _check_writable(self, "masked_fill_")
         m = _mask(mask, "masked_fill_")
         if isinstance(value, Tensor) and value.ndim != 0:

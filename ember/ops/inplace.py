@@ -20,7 +20,7 @@ from . import unary as U
 
 
 def _check_writable(t: Tensor, op: str) -> None:
-    if MODE.grad and t.requires_grad and t._edge is None:
+    if MODE.grad and t._requires_grad and t._edge is None:
         raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place operation. "
                            f"Wrap the update in `with ember.no_grad():` or operate on a clone().")
     if not writable(t.data):
@@ -35,12 +35,12 @@ def _commit(t: Tensor, result: Tensor, op: str) -> Tensor:
         raise RuntimeError(f"{op}: result type {dt.FROM_NP[r.dtype]} can't be cast to the desired output type {t.dtype}")
     if r.shape != t.data.shape:
         raise RuntimeError(f"{op}: output with shape {list(t.shape)} doesn't match the broadcast shape {list(r.shape)}")
-    if result.requires_grad:
+    if result._requires_grad:
         if t._base is not None and MODE.grad:
             return _commit_view(t, result, op)
         t.data[...] = r
         t._edge = result._edge
-        t.requires_grad = True
+        t._requires_grad = True
         if id(t) in VIEWS:
             _rebuild_views(t)
     elif t.data.__class__ is np.ndarray:
@@ -124,7 +124,7 @@ def _rebuild_views(base: Tensor, skip: Tensor | None = None) -> None:
     b = base.data
     for ref in live:
         v = ref()
-        if v is None or v is skip or not v.requires_grad:
+        if v is None or v is skip or not v._requires_grad:
             continue  # detach_() took it out of the graph
         if b.ndim == 0:  # every element of the view is base's one element
             v._edge = A.BroadcastTo.apply(base, v.data.shape)._edge
@@ -142,10 +142,10 @@ def _commit_view(t: Tensor, result: Tensor, op: str) -> Tensor:
     gradients reach the base's history (zero at the overwritten positions) and result's inputs."""
     from .indexing import GetItem, IndexPut
     base = t._base
-    if base.requires_grad and base._edge is None:
+    if base._requires_grad and base._edge is None:
         raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is being used in an in-place "
                            f"operation; do the update under `with ember.no_grad():` or on a clone()")
-    if base.requires_grad and not t.requires_grad:
+    if base._requires_grad and not t._requires_grad:
         raise RuntimeError(f"{op}: this tensor shares memory with a tensor that requires grad but was taken outside "
                            f"the graph (under no_grad, or by detach()); modifying it in place with autograd would "
                            f"hide the change from the graph: clone() it first")
@@ -162,9 +162,9 @@ def _commit_view(t: Tensor, result: Tensor, op: str) -> Tensor:
     new_base = IndexPut.apply(base, r, idx=idx)
     t.data[...] = r.data  # writes through to the base's memory: base.data now equals new_base.data
     base._edge = new_base._edge
-    base.requires_grad = True
+    base._requires_grad = True
     t._edge = GetItem.apply(new_base, idx=idx)._edge
-    t.requires_grad = True
+    t._requires_grad = True
     if id(base) in VIEWS:
         _rebuild_views(base, skip=t)
     bump_version(t)
@@ -176,7 +176,7 @@ def _old(t: Tensor, cls) -> Tensor:
     to change). Also when t itself needs no gradient: `y.mul_(w)` must keep y's old values for w's gradient."""
     if not (MODE.grad and getattr(cls, "saves_inputs", True)):
         return t
-    return make(t.data.copy(), t.requires_grad, t._edge)
+    return make(t.data.copy(), t._requires_grad, t._edge)
 
 
 def _binary_(cls, name: str):
@@ -186,7 +186,7 @@ def _binary_(cls, name: str):
         if cls is A.Sub:  # bool - x and x - bool are refused in place too, as PyTorch's sub does
             A._bool_sub(self, other)
         o = other if alpha is None or alpha == 1 else other * alpha
-        needs_graph = MODE.grad and (self.requires_grad or (isinstance(o, Tensor) and o.requires_grad))
+        needs_graph = MODE.grad and (self._requires_grad or (isinstance(o, Tensor) and o._requires_grad))
         if not needs_graph:
             x = self.data
             y = o.data if isinstance(o, Tensor) else o
@@ -233,7 +233,7 @@ def _unary_(fn, name: str, cls=None):
     def method(self: Tensor, *args, **kwargs) -> Tensor:
         op = name + "_"
         _check_writable(self, op)
-        if MODE.grad and self.requires_grad:
+        if MODE.grad and self._requires_grad:
             return _commit(self, fn(_old(self, cls), *args, **kwargs), op)
         return _commit(self, fn(self, *args, **kwargs), op)
     method.__name__ = name + "_"
@@ -250,7 +250,7 @@ def fill_(self: Tensor, value) -> Tensor:
     if isinstance(value, Tensor):
         if value.dim() != 0:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions.")
-        if MODE.grad and (value.requires_grad or self.requires_grad):
+        if MODE.grad and (value._requires_grad or self._requires_grad):
             return _replace(self, value.to(self.dtype), "fill_")
         value = value.item()
     return _overwrite(self, value, "fill_")
@@ -265,7 +265,7 @@ def _replace(self: Tensor, value, op: str) -> Tensor:
 
 def _overwrite(self: Tensor, value, op: str) -> Tensor:
     """Replace every value (a scalar or an array of self's shape): the result depends on nothing."""
-    if MODE.grad and self.requires_grad:
+    if MODE.grad and self._requires_grad:
         if not isinstance(value, (int, float, bool)):
             with on_device_of(self.data):
                 value = make(value if hasattr(value, "shape") else backend.array_module(self.data).asarray(value))
@@ -348,8 +348,8 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     except ValueError:
         raise RuntimeError(f"copy_: the source of shape {list(src.shape)} cannot be broadcast to the destination "
                            f"of shape {list(self.shape)}") from None
-    if MODE.grad and (src.requires_grad or self.requires_grad) and self.is_floating_point():
-        return _replace(self, src.to(self.dtype) if src.requires_grad else src, "copy_")
+    if MODE.grad and (src._requires_grad or self._requires_grad) and self.is_floating_point():
+        return _replace(self, src.to(self.dtype) if src._requires_grad else src, "copy_")
     self.data[...] = src.data
     bump_version(self)
     return self

@@ -213,7 +213,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         if md == np.bool_:
             mask = backend.array_module(attn_mask.data).where(attn_mask.data, qd.type(0), qd.type(-np.inf))
         else:
-            mask = attn_mask if attn_mask.requires_grad else attn_mask.data
+            mask = attn_mask if attn_mask._requires_grad else attn_mask.data
     elif is_causal:
         am = backend.array_module(query.data)
         mask = am.where(am.tri(qs[-2], ks[-2], dtype=bool), qd.type(0), qd.type(-np.inf))

@@ -450,7 +450,7 @@ def _convnd(op: str, nd: int, input, weight, bias, stride, padding, dilation, gr
     x, w, batched, x2, groups = _conv_inputs(op, nd, input, weight, bias, groups, False)
     win = _conv_win(op, x.shape[-nd:], tuple(w.shape[2:]), stride, padding, dilation)
     w2 = View.apply(w, w.shape[:2] + (1,) + w.shape[2:]) if nd == 1 else w
-    keep = w.requires_grad and MODE.grad
+    keep = w._requires_grad and MODE.grad
     return _from_2d(Conv.apply(x2, w2, bias, win, groups, keep_cols=keep), batched, nd == 1)
 
 

@@ -337,9 +337,9 @@ def conv2d_relu_max_pool2d(input: Tensor, weight: Tensor, bias: Tensor | None, s
     if x.data.__class__ is not np.ndarray or w.data.__class__ is not np.ndarray or \
             (bias is not None and bias.data.__class__ is not np.ndarray):  # two GPUs share one array type
         check_same_device("conv2d_relu_max_pool2d", [t.data for t in args if t is not None])
-    record = MODE.grad and any(t is not None and t.requires_grad for t in args)
+    record = MODE.grad and any(t is not None and t._requires_grad for t in args)
     node = _new(ConvReluPool)
-    out = node.forward(x.data, w.data, None if bias is None else bias.data, win, p, record, record and w.requires_grad)
+    out = node.forward(x.data, w.data, None if bias is None else bias.data, win, p, record, record and w._requires_grad)
     if not record:
         return make(out)
-    return _record(node, args + (win, p, record, record and w.requires_grad), out)
+    return _record(node, args + (win, p, record, record and w._requires_grad), out)

@@ -191,7 +191,7 @@ def _ignored(t, C: int, ignore_index: int, op: str):
 
 def _constant(t: Tensor, op: str, what: str) -> Tensor:
     """A weight that the loss is not differentiable in (as in PyTorch, which refuses one that requires grad)."""
-    if t.requires_grad and MODE.grad:
+    if t._requires_grad and MODE.grad:
         raise RuntimeError(f"{op}(): the loss is not differentiable with respect to '{what}', so {what} cannot "
                            f"require grad; pass {what}.detach()")
     return t
@@ -360,7 +360,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     out = node.forward(x.data, *args[1:])
     if isinstance(out, np.generic):  # NumPy's reductions give scalars (CuPy's give 0-d arrays)
         out = np.asarray(out)
-    return _record(node, args, out) if x.requires_grad and MODE.grad else make(out)
+    return _record(node, args, out) if x._requires_grad and MODE.grad else make(out)
 
 
 def _soft_cross_entropy(x: Tensor, t: Tensor, w, C: int, reduction: str, eps: float) -> Tensor:

@@ -219,7 +219,7 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
     the int64 index of each maximum as a flat position in its input plane (PyTorch's convention)."""
     x, batched = _as_4d("max_pool2d", _tensor(input, "max_pool2d", "input", 1))
     win, _ = _pool_win("max_pool2d", x.shape[2:], kernel_size, stride, padding, dilation, ceil_mode)
-    record = x.requires_grad and MODE.grad
+    record = x._requires_grad and MODE.grad
     node = _new(MaxPool)
     out = node.forward(x.data, win, record or return_indices)
     y = _unbatch(_record(node, (x,), out) if record else make(out), batched)

@@ -335,10 +335,10 @@ def rnn_layer(mode: str, x: Tensor, batch_sizes: np.ndarray, reverse: bool, h0: 
     backend.check_same_device(f"rnn_layer ({mode})", [t.data for t in tensors if t is not None])
     node = _new(RNNLayer)
     outs = node.forward(*[None if t is None else t.data for t in tensors], mode, batch_sizes, reverse)
-    if not (MODE.grad and any(t is not None and t.requires_grad for t in tensors)):
+    if not (MODE.grad and any(t is not None and t._requires_grad for t in tensors)):
         return tuple(make(o) for o in outs)
     node.n_out = len(outs)
-    node.next = tuple(None if t is None else (t._edge if t._edge is not None else (t if t.requires_grad else None))
+    node.next = tuple(None if t is None else (t._edge if t._edge is not None else (t if t._requires_grad else None))
                       for t in tensors) + (None, None, None)
     node.inputs = tensors + (mode, batch_sizes, reverse)
     node.versions = tuple(version(t) for t in tensors if t is not None)

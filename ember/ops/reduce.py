@@ -87,7 +87,7 @@ def _apply(cls, x: Tensor, *consts) -> Tensor:
     out = node.forward(x.data, *consts)
     if type(out) is not np.ndarray and isinstance(out, np.generic):
         out = np.asarray(out)
-    if not (x.requires_grad and MODE.grad):
+    if not (x._requires_grad and MODE.grad):
         return make(out)
     return _record(node, (x,) + consts, out)
 

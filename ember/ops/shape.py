@@ -275,7 +275,7 @@ class MultiOutputOp(Op):
     def apply(cls, x: Tensor, *args) -> tuple:
         node = _new(cls)
         outs = node.forward(x.data, *args)
-        if not (x.requires_grad and MODE.grad):
+        if not (x._requires_grad and MODE.grad):
             return tuple([as_view(make(o), x) for o in outs])
         node.n_out = len(outs)
         e = x._edge

@@ -174,7 +174,7 @@ class Module:
         if name == "":
             raise KeyError(f'{kind} name can\'t be empty string ""')
         if "." in name:
-            raise KeyError(f'{kind} name can\'t contain "."')
+            raise KeyError(f'{kind} name can\'t contain ".", got: {name}')
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         """Add a parameter (or a None placeholder, e.g. `bias=False`) under `name`."""
@@ -222,22 +222,22 @@ class Module:
             return mod
         for item in target.split("."):
             if item not in mod._modules or mod._modules[item] is None:
-                raise AttributeError(f"{type(mod).__name__} has no attribute `{item}` (looking up '{target}')")
+                raise AttributeError(_not_a(mod, item, "an nn.Module", target))
             mod = mod._modules[item]
         return mod
 
     def get_parameter(self, target: str) -> Parameter:
         mod_path, _, name = target.rpartition(".")
         mod = self.get_submodule(mod_path)
-        if name not in mod._parameters:
-            raise AttributeError(f"{type(mod).__name__} has no parameter `{name}`")
+        if name not in mod._parameters or mod._parameters[name] is None:
+            raise AttributeError(_not_a(mod, name, "an nn.Parameter", target))
         return mod._parameters[name]
 
     def get_buffer(self, target: str) -> Tensor:
         mod_path, _, name = target.rpartition(".")
         mod = self.get_submodule(mod_path)
-        if name not in mod._buffers:
-            raise AttributeError(f"{type(mod).__name__} has no buffer `{name}`")
+        if name not in mod._buffers or mod._buffers[name] is None:
+            raise AttributeError(_not_a(mod, name, "a buffer", target))
         return mod._buffers[name]
 
     # ------------------------------------------------------------------ traversal
@@ -685,6 +685,14 @@ class _HookIdentity(Function):
     def backward(ctx, *grads):
         grads = ctx.state.on_grad_output(grads) if ctx.side == "out" else ctx.state.on_grad_input(grads)
         return (None, None) + tuple(grads)
+
+
+def _not_a(mod: Module, name: str, kind: str, target: str) -> str:
+    """PyTorch's message for a `get_submodule`/`get_parameter`/`get_buffer` path that does not lead to a `kind`."""
+    if hasattr(mod, name):
+        found = type(getattr(mod, name)).__name__
+        return f"`{name}` is not {kind} ({type(mod).__name__}.{name} is a {found}; looking up '{target}')"
+    return f"{type(mod).__name__} has no attribute `{name}` (looking up '{target}')"
 
 
 def _type_name(v) -> str:

@@ -70,7 +70,7 @@ class DistributedDataParallel(Module):
     optimizer steps keep the replicas identical.
 
     `device_ids` and `output_device` are accepted for PyTorch compatibility (the module runs where
-    its parameters are). Requires `ember.distributed.init_process_group()` first (RuntimeError).
+    its parameters are). Requires `ember.distributed.init_process_group()` first (ValueError, as in PyTorch).
     """
 
     def __init__(self, module: Module, device_ids=None, output_device=None, dim: int = 0,
@@ -81,8 +81,8 @@ class DistributedDataParallel(Module):
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel expects an ember.nn.Module, got {type(module).__name__}")
         if not dist.is_initialized():
-            raise RuntimeError("Default process group has not been initialized, please make sure to call "
-                               "init_process_group() (under mpiexec)")
+            raise dist.ProcessGroupStateError("DistributedDataParallel: Default process group has not been initialized, "
+                                              "please make sure to call init_process_group() first (under mpiexec)")
         if bucket_cap_mb is None:
             bucket_cap_mb = 25
         if not bucket_cap_mb > 0:

@@ -206,8 +206,9 @@ class DistributedSampler(Sampler[int]):
     ``seed + epoch``, so all ranks agree on it: give every rank the same `seed` and call
     ``set_epoch(epoch)`` before each epoch's iteration for a fresh order.
 
-    `num_replicas` and `rank` default to ``ember.distributed``'s world size and rank, which
-    raise RuntimeError when no process group has been initialized.
+    `num_replicas` and `rank` default to ``ember.distributed``'s world size and rank: without both,
+    and before ``init_process_group()``, it raises ``ember.distributed.ProcessGroupStateError`` (a
+    ValueError, as in PyTorch, and a RuntimeError).
     """
 
     def __init__(self, dataset: Sized, num_replicas: int | None = None, rank: int | None = None,
@@ -215,6 +216,11 @@ class DistributedSampler(Sampler[int]):
         if num_replicas is None or rank is None:
             # imported here: ember.distributed needs mpi4py only once a process group is used
             from ... import distributed as dist
+            if not dist.is_initialized():
+                raise dist.ProcessGroupStateError(
+                    f"DistributedSampler: Default process group has not been initialized, please make sure to call "
+                    f"init_process_group() first, or pass both num_replicas and rank (got num_replicas={num_replicas!r}, "
+                    f"rank={rank!r})")
             if num_replicas is None:
                 num_replicas = dist.get_world_size()
             if rank is None:
