@@ -23,9 +23,10 @@ import ember.nn as enn
 import ember.nn.functional as F
 from ember.cli.models import build_model
 
-from ._harness import IMPLS, import_torch, in_order, synced, train_step
+from . import nets
+from ._harness import COMPILED, IMPLS, Skipped, import_torch, in_order, synced, train_step
 
-__all__ = ["NumpyCNN", "train_cases", "infer_cases", "ember_model", "torch_model", "LR", "IN_SHAPE", "N_CLASSES"]
+__all__ = ["NumpyCNN", "train_cases", "infer_cases", "ember_model", "torch_spec", "LR", "IN_SHAPE", "N_CLASSES"]
 
 IN_SHAPE, N_CLASSES, LR = (1, 28, 28), 10, 0.01
 C1, C2, HID = 16, 32, 128
@@ -283,31 +284,30 @@ class NumpyCNN:
 
 
 # ---------------------------------------------------------------------- PyTorch
-def torch_model(torch, model: enn.Module):
-    """The same nn.Sequential in PyTorch, with ember's weights."""
-    nn = torch.nn
-    tm = nn.Sequential(nn.Conv2d(1, C1, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                       nn.Conv2d(C1, C2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                       nn.Linear(C2 * H3 * H3, HID), nn.ReLU(), nn.Linear(HID, N_CLASSES))
-    tm.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in model.state_dict().items()})
-    return tm
+def torch_spec(batch: int = 128, train: bool = True) -> dict:
+    """The PyTorch step of W3 (`train`) or of its inference for benchmarks/nets.py (`torch_step`)."""
+    spec = {"net": "cnn", "args": [IN_SHAPE[0], C1, C2, C2 * H3 * H3, HID, N_CLASSES], "x": [batch, *IN_SHAPE]}
+    if train:
+        spec.update(y=[batch], classes=N_CLASSES, optim="SGD", optim_kw={"lr": LR})
+    return spec
 
 
 # ---------------------------------------------------------------------- cases
 def train_cases(batch: int = 128, impls: Iterable[str] = IMPLS, seed: int = 0,
-                device: str = "cpu") -> dict[str, Callable[[], object]]:
+                device: str = "cpu") -> dict[str, Callable[[], object] | Skipped]:
     """{implementation: one SGD training step (zero grads, forward, loss, backward, update)} for each
-    of `impls` (PyTorch where installed) on fixed random data, all from ember's initial weights. On a CUDA
-    `device` ember and PyTorch run there (steps end with a synchronize) and the NumPy step is left out."""
+    of `impls` (PyTorch where installed; "compiled": PyTorch with torch.compile, compiled here, or Skipped
+    saying why not) on fixed random data, all from ember's initial weights. On a CUDA `device` ember and
+    PyTorch run there (steps end with a synchronize) and the NumPy step is left out."""
     x_np, y_np = _data(batch, seed)
     model = ember_model(seed)
-    out: dict[str, Callable[[], object]] = {}
+    out: dict[str, Callable[[], object] | Skipped] = {}
     torch = import_torch(impls)
     if torch is not None:  # built before ember trains, from the same initial weights
-        tm = torch_model(torch, model).to(device)
-        out["pytorch"] = synced(train_step(tm, torch.optim.SGD(tm.parameters(), lr=LR),
-                                           torch.nn.functional.cross_entropy, torch.from_numpy(x_np).to(device),
-                                           torch.from_numpy(y_np).to(device)), device, torch)
+        kw = dict(like=model, x=torch.from_numpy(x_np), y=torch.from_numpy(y_np), device=device)
+        out["pytorch"] = nets.torch_step(torch, torch_spec(batch), **kw)
+        if COMPILED in impls:
+            out[COMPILED] = nets.compiled_step(torch, torch_spec(batch), **kw)
     if "ember" in impls:
         model.to(device)
         out["ember"] = synced(train_step(model, ember.optim.SGD(model.parameters(), lr=LR), F.cross_entropy,
@@ -319,12 +319,13 @@ def train_cases(batch: int = 128, impls: Iterable[str] = IMPLS, seed: int = 0,
     return in_order(out)
 
 
-def infer_cases(batch: int = 1000, impls: Iterable[str] = IMPLS, seed: int = 0) -> dict[str, Callable[[], object]]:
+def infer_cases(batch: int = 1000, impls: Iterable[str] = IMPLS,
+                seed: int = 0) -> dict[str, Callable[[], object] | Skipped]:
     """{implementation: one forward pass under no_grad, returning the logits} for each of `impls`
-    (PyTorch where installed) on fixed random data, all from the same weights."""
+    (PyTorch where installed; "compiled" as in train_cases) on fixed random data, all from the same weights."""
     x_np, _ = _data(batch, seed)
     model = ember_model(seed).eval()
-    out: dict[str, Callable[[], object]] = {}
+    out: dict[str, Callable[[], object] | Skipped] = {}
     if "ember" in impls:
         x = ember.from_numpy(x_np)
 
@@ -337,11 +338,8 @@ def infer_cases(batch: int = 1000, impls: Iterable[str] = IMPLS, seed: int = 0) 
         out["numpy"] = lambda: ref.predict(x_np)
     torch = import_torch(impls)
     if torch is not None:
-        tm = torch_model(torch, model).eval()
-        tx = torch.from_numpy(x_np)
-
-        def torch_infer():
-            with torch.no_grad():
-                return tm(tx)
-        out["pytorch"] = torch_infer
+        spec, tx = torch_spec(batch, train=False), torch.from_numpy(x_np)
+        out["pytorch"] = nets.torch_step(torch, spec, like=model, x=tx)
+        if COMPILED in impls:
+            out[COMPILED] = nets.compiled_step(torch, spec, like=model, x=tx)
     return out

@@ -16,14 +16,20 @@ import numpy as np
 import ember
 import ember.nn as enn
 
-from ._harness import IMPLS, import_torch, in_order, synced, train_step
+from . import nets
+from ._harness import COMPILED, IMPLS, Skipped, import_torch, in_order, synced, train_step
 
 D_IN, N_CLASSES, LR, MOMENTUM = 784, 10, 0.01, 0.9
 
 
 def ember_model(width: int = 512) -> enn.Module:
-    return enn.Sequential(enn.Linear(D_IN, width), enn.ReLU(), enn.Linear(width, width), enn.ReLU(),
-                          enn.Linear(width, N_CLASSES))
+    return nets.mlp(enn, D_IN, width, N_CLASSES)
+
+
+def torch_spec(batch: int = 128, width: int = 512) -> dict:
+    """The PyTorch step of W1 for benchmarks/nets.py (`torch_step`)."""
+    return {"net": "mlp", "args": [D_IN, width, N_CLASSES], "x": [batch, D_IN], "y": [batch], "classes": N_CLASSES,
+            "optim": "SGD", "optim_kw": {"lr": LR, "momentum": MOMENTUM}}
 
 
 def step_flops(batch: int, width: int = 512) -> int:
@@ -110,33 +116,24 @@ class NumpyMLP:
         return loss
 
 
-def torch_model(torch, model: enn.Module):
-    """The same network in PyTorch, from ember's weights (identical state_dict keys)."""
-    width = model[0].out_features
-    nn = torch.nn
-    tm = nn.Sequential(nn.Linear(D_IN, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
-                       nn.Linear(width, N_CLASSES))
-    tm.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in model.state_dict().items()})
-    return tm
-
-
 def cases(batch: int = 128, width: int = 512, impls=IMPLS, seed: int = 0,
-          device: str = "cpu") -> dict[str, Callable[[], object]]:
-    """{implementation: one training step} for each of `impls` (PyTorch where installed) on fixed random data,
-    every implementation from ember's initial weights. On a CUDA `device` ember and PyTorch run there (steps
-    end with a synchronize) and the NumPy step is left out."""
+          device: str = "cpu") -> dict[str, Callable[[], object] | Skipped]:
+    """{implementation: one training step} for each of `impls` (PyTorch where installed; "compiled": PyTorch
+    with torch.compile, compiled here, or Skipped saying why not) on fixed random data, every implementation
+    from ember's initial weights. On a CUDA `device` ember and PyTorch run there (steps end with a
+    synchronize) and the NumPy step is left out."""
     rng = np.random.default_rng(seed)
     x_np = rng.standard_normal((batch, D_IN)).astype(np.float32)
     y_np = rng.integers(0, N_CLASSES, batch)
     ember.manual_seed(seed)
     model = ember_model(width)
-    out: dict[str, Callable[[], object]] = {}
+    out: dict[str, Callable[[], object] | Skipped] = {}
     torch = import_torch(impls)
     if torch is not None:  # built before ember trains, from the same initial weights
-        tm = torch_model(torch, model).to(device)
-        out["pytorch"] = synced(train_step(tm, torch.optim.SGD(tm.parameters(), lr=LR, momentum=MOMENTUM),
-                                           torch.nn.functional.cross_entropy, torch.from_numpy(x_np).to(device),
-                                           torch.from_numpy(y_np).to(device)), device, torch)
+        kw = dict(like=model, x=torch.from_numpy(x_np), y=torch.from_numpy(y_np), device=device)
+        out["pytorch"] = nets.torch_step(torch, torch_spec(batch, width), **kw)
+        if COMPILED in impls:
+            out[COMPILED] = nets.compiled_step(torch, torch_spec(batch, width), **kw)
     if "ember" in impls:
         model.to(device)
         out["ember"] = synced(train_step(model, ember.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM),

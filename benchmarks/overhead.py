@@ -7,21 +7,23 @@ hits all of them alike. Each sample times many inner iterations with time.perf_c
 and gc disabled (as timeit does); a case reports the median of the samples and their
 min-max. A ratio is the median of the per-repeat ratios of paired samples.
 
-Threads: BLAS/OpenMP pools are pinned to 1 thread (environment set before NumPy and
-PyTorch are imported; variables already set by the caller are kept) and
+Threads: BLAS/OpenMP pools are pinned to 1 thread (the variables of _harness.THREAD_VARS, set
+before NumPy and PyTorch are imported; variables already set by the caller are kept) and
 torch.set_num_threads(1): on (4, 4) tensors threads only add synchronisation cost, and
-this measures per-op framework overhead, not arithmetic throughput.
+this measures per-op framework overhead, not arithmetic throughput. With one thread there is no
+worker pool to spin, so no wait policy and no idle wait matter here.
 """
 from __future__ import annotations
 
 import os
 import sys
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
-             "NUMEXPR_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-if __package__ in (None, ""):  # run as a script: make the repository's `ember` importable
+if __package__ in (None, ""):  # run as a script: make the repository's `ember` and `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks._harness import THREAD_VARS  # noqa: E402  (the standard library only: NumPy is not loaded yet)
+
+for _var in THREAD_VARS:
+    os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
 import gc  # noqa: E402

@@ -18,7 +18,8 @@ import numpy as np
 import ember
 import ember.nn as enn
 
-from ._harness import IMPLS, import_torch, in_order, synced, train_step
+from . import nets
+from ._harness import COMPILED, IMPLS, Skipped, import_torch, in_order, synced, train_step
 
 BATCH, D_IN, D_HID, D_BOT, N_CLASSES, N_BLOCKS = 128, 784, 100, 50, 10, 3
 P_DROP, LR, EPS_LN = 0.1, 1e-3, 1e-5
@@ -157,44 +158,30 @@ class NumpyResMLP:
 
 
 # ---------------------------------------------------------------------- PyTorch
-def torch_model(torch, ember_model_: enn.Module):
-    """The same model in PyTorch, starting from ember's weights."""
-    nn = torch.nn
-
-    class Residual(nn.Module):
-        def __init__(self, fn):
-            super().__init__()
-            self.fn = fn
-
-        def forward(self, x):
-            return self.fn(x) + x
-
-    def block():
-        return nn.Sequential(
-            Residual(nn.Sequential(nn.Linear(D_HID, D_BOT), nn.LayerNorm(D_BOT), nn.ReLU(), nn.Dropout(P_DROP),
-                                   nn.Linear(D_BOT, D_HID), nn.LayerNorm(D_HID))),
-            nn.ReLU())
-    model = nn.Sequential(nn.Linear(D_IN, D_HID), *[block() for _ in range(N_BLOCKS)], nn.Linear(D_HID, N_CLASSES))
-    model.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in ember_model_.state_dict().items()})
-    return model
+def torch_spec(batch: int = BATCH) -> dict:
+    """The PyTorch step of W2 for benchmarks/nets.py (`torch_step`)."""
+    return {"net": "resmlp", "args": [D_IN, D_HID, D_BOT, N_CLASSES, N_BLOCKS, P_DROP], "x": [batch, D_IN],
+            "y": [batch], "classes": N_CLASSES, "optim": "Adam", "optim_kw": {"lr": LR}}
 
 
-def cases(batch: int = BATCH, impls=IMPLS, seed: int = 0, device: str = "cpu") -> dict[str, Callable[[], object]]:
-    """{implementation: one training step} for each of `impls` (PyTorch where installed) on fixed random data,
-    every implementation from ember's initial weights. On a CUDA `device` ember and PyTorch run there (steps
-    end with a synchronize) and the NumPy step is left out."""
+def cases(batch: int = BATCH, impls=IMPLS, seed: int = 0,
+          device: str = "cpu") -> dict[str, Callable[[], object] | Skipped]:
+    """{implementation: one training step} for each of `impls` (PyTorch where installed; "compiled": PyTorch
+    with torch.compile, compiled here, or Skipped saying why not) on fixed random data, every implementation
+    from ember's initial weights. On a CUDA `device` ember and PyTorch run there (steps end with a
+    synchronize) and the NumPy step is left out."""
     rng = np.random.default_rng(seed)
     x_np = rng.standard_normal((batch, D_IN)).astype(np.float32)
     y_np = rng.integers(0, N_CLASSES, batch)
     ember.manual_seed(seed)
     model = ember_model()
-    out: dict[str, Callable[[], object]] = {}
+    out: dict[str, Callable[[], object] | Skipped] = {}
     torch = import_torch(impls)
     if torch is not None:  # built before ember trains, from the same initial weights
-        tm = torch_model(torch, model).to(device)
-        out["pytorch"] = synced(train_step(tm, torch.optim.Adam(tm.parameters(), lr=LR),
-                                           torch.nn.functional.cross_entropy, torch.from_numpy(x_np).to(device),
-                                           torch.from_numpy(y_np).to(device)), device, torch)
+        kw = dict(like=model, x=torch.from_numpy(x_np), y=torch.from_numpy(y_np), device=device)
+        out["pytorch"] = nets.torch_step(torch, torch_spec(batch), **kw)
+        if COMPILED in impls:
+            out[COMPILED] = nets.compiled_step(torch, torch_spec(batch), **kw)
     if "ember" in impls:
         model.to(device)
         out["ember"] = synced(train_step(model, ember.optim.Adam(model.parameters(), lr=LR),

@@ -1,17 +1,22 @@
 """The reference benchmark suite: `python -m ember bench` (or `python -m benchmarks.suite`).
 
 For each BLAS thread count (default 2, then 1) a fresh process, its thread pools pinned before NumPy
-and PyTorch load, measures the float32 matmul rate of the machine and then each workload as
-ember, as the hand-written NumPy step (W1-W3 only) and as PyTorch CPU, interleaved repeat by repeat
-(benchmarks/_harness.py); the first thread count also runs the scaling tables. Then each training
-workload runs 200 steps alone in a process per implementation for its peak RSS, and
-benchmarks/overhead.py gives the per-op figures. The report is one markdown document: the
-throughput table with ember/NumPy and ember/PyTorch ratios (medians of the per-repeat ratios)
-judged against the targets of docs/performance.md, the scaling tables, overhead and memory.
+and PyTorch load (each library keeping its default wait policy), measures the float32 matmul rate of
+the machine and then each workload as ember, as the hand-written NumPy step (W1-W3 only), as PyTorch
+CPU and as PyTorch with torch.compile, interleaved repeat by repeat, each sample started once the
+previous one's threads are idle (benchmarks/_harness.py); the first thread count also runs the
+scaling tables. Then each training workload runs 200 steps alone in a process per implementation for
+its peak RSS, and benchmarks/overhead.py gives the per-op figures. The report is one markdown
+document: the throughput table with ember/NumPy and ember/PyTorch ratios (medians of the per-repeat
+ratios) judged against the targets of docs/performance.md, the CPU other processes used during each
+row (rows above _harness.OTHERS_LIMIT are flagged, loudly), the scaling tables, overhead and memory.
 
     python -m ember bench [--threads 2,1] [--only w1,w2,w3,w3i,lstm,transformer] [--repeats 7] [--no-torch]
-                          [--no-scaling] [--no-memory] [--no-overhead] [--quick] [--output FILE] [--json FILE]
+                          [--no-compile] [--no-scaling] [--no-memory] [--no-overhead] [--quick [--compile]]
+                          [--output FILE] [--json FILE]
 
+`--check-fairness` instead times PyTorch alone in fresh processes against PyTorch inside the
+interleaved run (benchmarks/fairness.py).
 `--device cuda` instead times W1-W3 training at batch 128 and 1024 on the GPU, ember against PyTorch
 on CUDA (`device_main`); without a usable GPU it is one error line and exit status 2.
 `--distributed` instead runs benchmarks/distributed.py: data-parallel scaling on 1 and 2 MPI processes.
@@ -28,7 +33,8 @@ import sys
 import tempfile
 import time
 
-from ._harness import IMPLS, thread_env
+from ._harness import (COMPILED, IMPLS, LOAD_LIMIT_PER_CORE, OTHERS_LIMIT, THREAD_VARS, WAIT_VARS, busy_at_start,
+                       thread_env)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -48,6 +54,7 @@ MATMUL_N = 2048
 
 
 def _cases(key: str, impls, batch: int | None = None, width: int = 512, matmuls: bool = False) -> dict:
+    """The row's implementations ("compiled" among `impls`: torch.compile, done here)."""
     if key == "w1":
         from .mlp import cases
         return cases(batch or 128, width, impls=tuple(impls) + (("matmuls",) if matmuls else ()))
@@ -62,57 +69,89 @@ def _cases(key: str, impls, batch: int | None = None, width: int = 512, matmuls:
 
 
 # ---------------------------------------------------------------------- one thread count, in its own process
-def _matmul_gflops(repeats: int, sample_s: float) -> float:
+def _matmul_gflops(repeats: int, sample_s: float, progress) -> float:
     import numpy as np
 
     from ._harness import interleave
+    progress.phase(f"float32 matmul rate, {MATMUL_N}²")
     rng = np.random.default_rng(0)
     a = rng.standard_normal((MATMUL_N, MATMUL_N), dtype=np.float32)
     b = rng.standard_normal((MATMUL_N, MATMUL_N), dtype=np.float32)
     c = np.empty_like(a)
-    t = interleave({"matmul": lambda: np.matmul(a, b, out=c)}, repeats, sample_s)["matmul"]
+    t = interleave({"matmul": lambda: np.matmul(a, b, out=c)}, repeats, sample_s, progress=progress)[0]["matmul"]
     return 2 * MATMUL_N ** 3 / sorted(t)[len(t) // 2] / 1e9
 
 
+def _n_cases(key: str, impls, matmuls: bool) -> int:
+    """How many implementations a row of `key` times (W1-W3 have a NumPy step, the sequence models none)."""
+    return len([i for i in impls if i != "numpy" or WORKLOADS[key][2] is not None]) + matmuls
+
+
 def worker(threads: int, only: list[str], impls, repeats: int, sample_s: float, scaling: dict | None) -> dict:
-    """Everything measured at one BLAS thread count (the pools were pinned by the parent's environment)."""
+    """Everything measured at one BLAS thread count: the pools were pinned by the parent's environment (no
+    wait-policy override: see _harness.thread_env), PyTorch's also through torch.set_num_threads."""
     import numpy as np
 
-    from ._harness import import_torch, measure
+    from ._harness import Progress, import_torch, measure
     torch = import_torch(impls)
     if torch is not None:
         torch.set_num_threads(threads)
-    out: dict = {"threads": threads, "numpy": np.__version__, "torch": torch.__version__ if torch else None,
-                 "matmul_gflops": _matmul_gflops(repeats, sample_s), "workloads": {}}
-    for key in only:
-        out["workloads"][key] = measure(_cases(key, impls), WORKLOADS[key][1], repeats, sample_s)
+    else:
+        impls = tuple(i for i in impls if i not in ("pytorch", COMPILED))
+    # rows: (where the result goes, what the progress says, workload, items per step, case arguments, impls,
+    # repeats); the scaling rows leave torch.compile out: ~20 s per graph, and every size is a new graph
+    rows = [(("workloads", key), WORKLOADS[key][0], key, WORKLOADS[key][1], {}, impls, repeats) for key in only]
     if scaling:
-        from .mlp import step_flops
-        rows: dict = {"w1_batch": {}, "w3_batch": {}, "w1_width": {}}
+        eager = tuple(i for i in impls if i != COMPILED)
         rep = max(3, repeats // 2)
         for b in scaling["batches"]:
-            rows["w1_batch"][b] = measure(_cases("w1", impls, b, matmuls=True), b, rep, sample_s)
-            rows["w1_batch"][b]["flops"] = step_flops(b)
-            rows["w3_batch"][b] = measure(_cases("w3", impls, b), b, rep, sample_s)
+            rows.append((("w1_batch", b), f"W1 scaling, batch {b}", "w1", b, {"batch": b, "matmuls": True}, eager, rep))
+            rows.append((("w3_batch", b), f"W3 scaling, batch {b}", "w3", b, {"batch": b}, eager, rep))
         for w in scaling["widths"]:
-            rows["w1_width"][w] = measure(_cases("w1", impls, 128, w, matmuls=True), 128, rep, sample_s)
-            rows["w1_width"][w]["flops"] = step_flops(128, w)
-        out["scaling"] = rows
-    out["matmul_gflops_end"] = _matmul_gflops(repeats, sample_s)  # the machine's speed can drift during a run
+            rows.append((("w1_width", w), f"W1 scaling, width {w}", "w1", 128, {"batch": 128, "width": w,
+                                                                                  "matmuls": True}, eager, rep))
+    total = 2 * repeats + sum(rep * _n_cases(key, imp, kw.get("matmuls", False)) for _, _, key, _, kw, imp, rep in rows)
+    progress = Progress(total, f"{threads} thread{'s' if threads > 1 else ''}")
+    out: dict = {"threads": threads, "numpy": np.__version__, "torch": torch.__version__ if torch else None,
+                 "torch_threads": torch.get_num_threads() if torch else None,
+                 "env": {v: os.environ.get(v) for v in THREAD_VARS + WAIT_VARS},
+                 "matmul_gflops": _matmul_gflops(repeats, sample_s, progress), "workloads": {}}
+    if scaling:
+        out["scaling"] = {"w1_batch": {}, "w3_batch": {}, "w1_width": {}}
+    for (table, name), title, key, items, kw, imp, rep in rows:
+        progress.phase(title)
+        progress.doing("building" + (" and compiling (torch.compile, ~20-60 s)" if COMPILED in imp else ""))
+        r = measure(_cases(key, imp, **kw), items, rep, sample_s, progress)
+        if kw.get("matmuls"):
+            from .mlp import step_flops
+            r["flops"] = step_flops(kw["batch"], kw.get("width", 512))
+        (out[table] if table == "workloads" else out["scaling"][table])[name] = r
+    out["matmul_gflops_end"] = _matmul_gflops(repeats, sample_s, progress)  # the machine's speed can drift
+    progress.close()
     return out
 
 
 # ---------------------------------------------------------------------- the parent: processes and the report
-def _python(args: list[str], threads: int) -> str:
-    env = thread_env(threads)
+def run_python(args: list[str], threads: int, env: dict | None = None) -> str:
+    """Run `python ARGS` from the repository with its pools pinned to `threads` (and `env` added); its stdout.
+    Its stderr is this process's: its progress bar draws on this terminal, and a traceback lands above the
+    error raised here."""
+    env = {**thread_env(threads), **(env or {})}
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"benchmark process {' '.join(args)} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"benchmark process {' '.join(args[:3])} failed (exit {proc.returncode}); "
+                           f"its error output is above")
     return proc.stdout
 
 
-def _machine() -> dict:
+def run_worker(threads: int, spec: dict) -> dict:
+    """`worker` in a fresh process (the pools are pinned before NumPy and PyTorch load): its result."""
+    out = run_python(["-m", "benchmarks.suite", "--worker", str(threads), "--worker-args", json.dumps(spec)], threads)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def machine_info() -> dict:
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -144,25 +183,88 @@ def _verdict(value: float | None, target: float | None) -> str:
     return f"{value:.3f}× {'✓' if value >= target else '✗'} (≥ {target})"
 
 
+def _flagged(res: dict) -> list[dict]:
+    """The timing blocks (table rows) measured while other processes used more than OTHERS_LIMIT cores:
+    {"block": what, "others_cores": how many}."""
+    out = []
+    for run in res["runs"]:
+        t = run["threads"]
+        rows = [(WORKLOADS[k][0].split(":")[0], r) for k, r in run["workloads"].items()]
+        for table, sizes in run.get("scaling", {}).items():
+            rows += [(f"{table.replace('_', ' by ')} {size}", r) for size, r in sizes.items()]
+        out += [{"block": f"{what} at {t} thread(s)", "others_cores": r["load"]["others_cores"]} for what, r in rows
+                if r.get("load", {}).get("under_load")]
+    return out
+
+
+def load_banner(flagged: list[dict], loadavg: float | None, cores: int | None) -> list[str]:
+    """The loud warning at the top of a report measured on a busy machine (nothing when it was idle);
+    `flagged`: the blocks measured under load (see _flagged)."""
+    why = []
+    if busy_at_start(loadavg, cores):
+        why.append(f"the load average was {loadavg:.2f} when the run started (limit {LOAD_LIMIT_PER_CORE} per core, "
+                   f"{LOAD_LIMIT_PER_CORE * (cores or 1):.2f} here)")
+    if flagged:
+        worst = max(flagged, key=lambda f: f["others_cores"])
+        why.append(f"other processes used more than {OTHERS_LIMIT} CPU cores during {len(flagged)} timing block(s) "
+                   f"(the most: {worst['block']}, {worst['others_cores']:.2f} cores)")
+    if not why:
+        return []
+    return [f"> **⚠ MEASURED UNDER LOAD — do not quote these figures.** During this run {'; and '.join(why)}. "
+            f"The blocks are marked ⚠ below and listed in the JSON (`under_load`); rerun on an idle machine.", ""]
+
+
+def _cell(r: dict, k: str) -> str:
+    if k not in r:
+        return "–"
+    if "skipped" in r[k]:
+        return f"not run: {r[k]['skipped']}"
+    return f"{_fmt(r[k]['per_s'])} ({_fmt(r[k]['min'])}–{_fmt(r[k]['max'])})"
+
+
+def _load_cell(r: dict) -> str:
+    load = r.get("load", {})
+    if load.get("others_cores") is None:
+        return "?"
+    return f"{load['others_cores']:.2f}" + (" ⚠" if load["under_load"] else "")
+
+
 def render(res: dict) -> str:
     m = res["machine"]
     lines = [f"ember benchmark suite — {m['date']}, {m['cpu']}, {m['cores']} cores; Python {m['python']}, "
              f"NumPy {m['numpy']} ({m['blas']}), PyTorch {res['torch'] or 'not installed'}; "
              f"load average at start {m['load_avg_at_start']}; {res['repeats']} interleaved repeats; "
              f"ratios are ember's throughput over the other's (✓ meets the target, ✗ does not).", ""]
+    lines += load_banner(_flagged(res), m["load_avg_at_start"], m["cores"])
     runs = res["runs"]
+    comp = bool(res.get("compile")) and res["torch"] is not None
+    impls = IMPLS + ((COMPILED,) if comp else ())
     lines += ["### Throughput (samples/s: median, min–max)", "",
-              "| workload | BLAS threads | ember | NumPy by hand | PyTorch | ember/NumPy (target) | "
-              "ember/PyTorch (target) |", "|---|---:|---:|---:|---:|---:|---:|"]
+              "| workload | BLAS threads | ember | NumPy by hand | PyTorch | " + ("PyTorch compiled | " if comp else "")
+              + "ember/NumPy (target) | ember/PyTorch (target) | " + ("ember/PyTorch compiled | " if comp else "")
+              + "others' CPU (cores) |", "|---|---:|" + "---:|" * (len(impls) + 2 + comp) + "---:|"]
     for key in res["only"]:
         title, _, t_np, t_torch = WORKLOADS[key]
         for run in runs:
             r = run["workloads"][key]
-            cells = [f"{_fmt(r[k]['per_s'])} ({_fmt(r[k]['min'])}–{_fmt(r[k]['max'])})" if k in r else "–"
-                     for k in IMPLS]
             ratios = r.get("ratios", {})
-            lines.append(f"| {title} | {run['threads']} | {' | '.join(cells)} | "
-                         f"{_verdict(ratios.get('numpy'), t_np)} | {_verdict(ratios.get('pytorch'), t_torch)} |")
+            cells = [_cell(r, k) for k in impls] + [_verdict(ratios.get("numpy"), t_np),
+                                                   _verdict(ratios.get("pytorch"), t_torch)]
+            if comp:
+                cells.append(f"{ratios[COMPILED]:.3f}×" if COMPILED in ratios else "–")
+            lines.append(f"| {title} | {run['threads']} | {' | '.join(cells)} | {_load_cell(r)} |")
+    lines.append("")
+    if comp:
+        times = [f"{k} at {run['threads']} thread(s): {r[COMPILED]['compile_s']:.0f} s"
+                 for k in res["only"] for run in runs
+                 if "compile_s" in (r := run["workloads"][k]).get(COMPILED, {})]
+        lines += ["PyTorch compiled: `torch.compile(model)` (inductor), compiled before timing"
+                  + (f" ({', '.join(times)})" if times else "") + "; the optimizer step runs eagerly.", ""]
+    elif res["torch"] is not None:
+        lines += ["torch.compile not run (`--no-compile`, or `--quick` without `--compile`).", ""]
+    lines.append(f"Others' CPU: the CPU cores other processes kept busy while the row was measured (/proc/stat "
+                 f"less this process); above {OTHERS_LIMIT} the row is marked ⚠. Each sample started once the "
+                 f"process's other threads were idle (benchmarks/README.md).")
     lines.append("")
     lines.append("float32 matmul, " + ", ".join(
         f"{run['threads']} thread(s): {run['matmul_gflops']:.0f} GFLOP/s at the start, {run['matmul_gflops_end']:.0f} "
@@ -190,7 +292,8 @@ def render(res: dict) -> str:
                 else:
                     vt = f"{vs_torch:.2f}×" if vs_torch is not None else "–"
                 vn = f"{ratios['numpy']:.2f}×" if "numpy" in ratios else "–"
-                row = f"| {size} | {' | '.join(ms)} | {vn} | {vt} |"
+                mark = " ⚠" if r.get("load", {}).get("under_load") else ""
+                row = f"| {size}{mark} | {' | '.join(ms)} | {vn} | {vt} |"
                 if flops:
                     g = r["flops"] / (r["ember"]["ms"] / 1e3) / 1e9
                     frac = g / peak
@@ -256,7 +359,17 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--no-overhead", action="store_true")
     ap.add_argument("--quick", action="store_true",
-                    help="a smoke run in seconds: 2 repeats of short samples, small scaling tables, 5 memory steps")
+                    help="a smoke run in seconds: 2 repeats of short samples, small scaling tables, 5 memory steps, "
+                         "no torch.compile unless --compile")
+    ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                    help="time PyTorch with torch.compile(model) too, a fourth column (default: on, off with --quick; "
+                         "~20-60 s of compiling per workload and thread count)")
+    ap.add_argument("--check-fairness", action="store_true",
+                    help="instead: time PyTorch alone in fresh processes and inside the interleaved run, side by "
+                         "side (benchmarks/fairness.py; --threads, --only, --repeats, --rounds, --quick, --output, "
+                         "--json apply)")
+    ap.add_argument("--rounds", type=int, help="--check-fairness: how many times each of its processes runs "
+                                               "(default 3, 2 with --quick)")
     ap.add_argument("--output", metavar="FILE", help="also write the markdown report to FILE")
     ap.add_argument("--json", metavar="FILE", help="also write every measurement as JSON to FILE")
     ap.add_argument("--device", default="cpu",
@@ -279,49 +392,60 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.repeats < 1:
         ap.error("--repeats must be at least 1")
+    if a.rounds is not None and a.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    command = " ".join(["python -m ember bench", *(sys.argv[1:] if argv is None else argv)])
     if a.distributed:
         from .distributed import suite_main
-        return suite_main(a.only, a.quick, a.repeats, a.output, a.json,
-                          " ".join(["python -m ember bench", *(sys.argv[1:] if argv is None else argv)]))
+        return suite_main(a.only, a.quick, a.repeats, a.output, a.json, command)
     if a.device != "cpu":
         return device_main(a, argv)
     if any(t < 1 for t in a.threads):
         ap.error("--threads must be positive")
+    if a.check_fairness:
+        from .fairness import check_main
+        return check_main(a, command)
     t0 = time.perf_counter()
-    impls = ("ember", "numpy") if a.no_torch else IMPLS
+    # torch.compile costs ~20-60 s per graph: on in the full suite (PyTorch at its best is the fair
+    # comparison), off in the smoke run unless asked for
+    compile_on = (not a.quick) if a.compile is None else a.compile
+    impls = ("ember", "numpy") if a.no_torch else IMPLS + ((COMPILED,) if compile_on else ())
     repeats, sample_s = (2, 0.005) if a.quick else (a.repeats, 0.1)
     scaling = None if a.no_scaling else (
         {"batches": [1, 16], "widths": [128]} if a.quick else
         {"batches": [1, 16, 128, 1024], "widths": [128, 256, 512, 1024, 2048, 4096]})
-    res: dict = {"machine": _machine(), "only": a.only, "repeats": repeats, "runs": [],
-                 "command": " ".join(["python -m ember bench", *(sys.argv[1:] if argv is None else argv)])}
+    res: dict = {"machine": machine_info(), "only": a.only, "repeats": repeats, "runs": [], "compile": compile_on,
+                 "load_limits": {"others_cores": OTHERS_LIMIT, "load_avg_at_start_per_core": LOAD_LIMIT_PER_CORE},
+                 "command": command}
     for i, threads in enumerate(a.threads):
         print(f"[bench] measuring at {threads} BLAS thread(s)...", file=sys.stderr, flush=True)
-        spec = {"only": a.only, "impls": impls, "repeats": repeats, "sample_s": sample_s,
-                "scaling": scaling if i == 0 else None}
-        out = _python(["-m", "benchmarks.suite", "--worker", str(threads), "--worker-args", json.dumps(spec)], threads)
-        res["runs"].append(json.loads(out.strip().splitlines()[-1]))
+        res["runs"].append(run_worker(threads, {"only": a.only, "impls": impls, "repeats": repeats,
+                                                "sample_s": sample_s, "scaling": scaling if i == 0 else None}))
     res["torch"] = res["runs"][0]["torch"]
     if not a.no_memory:
-        print("[bench] peak memory...", file=sys.stderr, flush=True)
+        from ._harness import Progress
+        mem_impls = [k for k in IMPLS if k in impls and (k != "pytorch" or res["torch"] is not None)]
+        progress = Progress(2 * len(mem_impls), "peak memory", unit="process")
         res["memory"] = {}
         for key in ("w1", "w3"):
             res["memory"][key] = {}
-            for impl in impls:
-                if impl == "pytorch" and res["torch"] is None:
-                    continue
-                out = _python(["-m", "benchmarks.memory", key, impl, "--steps", "5" if a.quick else "200"],
-                              a.threads[0])
+            for impl in mem_impls:
+                progress.phase(f"{key}, {impl}, {5 if a.quick else 200} steps in a process of its own")
+                out = run_python(["-m", "benchmarks.memory", key, impl, "--steps", "5" if a.quick else "200"],
+                                 a.threads[0])
                 res["memory"][key][impl] = json.loads(out.strip().splitlines()[-1])
+                progress.advance()
+        progress.close()
     if not a.no_overhead:
         print("[bench] per-op overhead...", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             args = ["-m", "benchmarks.overhead", "--json", os.path.join(tmp, "o.json"),
                     "--repeats", "3" if a.quick else "15"] + (["--no-torch"] if a.no_torch else [])
-            text = _python(args, 1)
+            text = run_python(args, 1)
         res["overhead"] = text.split("\n", 2)[2] if text.count("\n") > 2 else text  # drop its title line
     res["wall_s"] = time.perf_counter() - t0
-    return _emit(render(res), res, a)
+    res["under_load"] = _flagged(res)
+    return emit(render(res), res, a)
 
 
 # ---------------------------------------------------------------------- on a GPU
@@ -390,10 +514,10 @@ def device_main(a: argparse.Namespace, argv: list[str] | None) -> int:
                          f"{f'{ratio:.2f}×' if ratio is not None else '–'} |")
     lines += ["", f"Run took {time.perf_counter() - t0:.0f} s: "
                   f"`{' '.join(['python -m ember bench', *(sys.argv[1:] if argv is None else argv)])}`."]
-    return _emit("\n".join(lines), {"device": str(dev), "name": name, "note": note, "rows": rows}, a)
+    return emit("\n".join(lines), {"device": str(dev), "name": name, "note": note, "rows": rows}, a)
 
 
-def _emit(report: str, data, a) -> int:
+def emit(report: str, data, a) -> int:
     """Print the markdown report and write it (--output) and the measurements (--json) where asked."""
     print(report)
     if a.output:

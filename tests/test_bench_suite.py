@@ -31,7 +31,12 @@ def test_quick_suite_produces_every_table(tmp_path):
     (run,) = res["runs"]
     assert run["threads"] == 1 and run["torch"] is None and run["matmul_gflops"] > 0
     w1 = run["workloads"]["w1"]
-    assert set(w1) == {"ember", "numpy", "ratios"} and w1["ember"]["per_s"] > 0 and w1["ratios"]["numpy"] > 0
+    assert set(w1) == {"ember", "numpy", "ratios", "load", "idle_wait"}
+    assert w1["ember"]["per_s"] > 0 and w1["ratios"]["numpy"] > 0 and len(w1["ember"]["samples_ms"]) == 2
+    assert "under_load" in w1["load"] and w1["idle_wait"]["waits"] == 2 + 2 * 2  # calibrations, samples
+    assert run["env"]["OMP_WAIT_POLICY"] is None and run["env"]["OPENBLAS_NUM_THREADS"] == "1"
+    assert "others' CPU (cores)" in text and "PyTorch compiled" not in text
+    assert isinstance(res["under_load"], list)
     assert set(run["scaling"]["w1_batch"]) == {"1", "16"}
     for key in ("w1", "w3"):
         for impl in ("ember", "numpy"):
