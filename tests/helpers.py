@@ -10,7 +10,9 @@ from __future__ import annotations
 import gzip
 import importlib
 import os
+import re
 import struct
+import warnings
 
 import numpy as np
 import pytest
@@ -118,6 +120,20 @@ def compare_torch(ember_fn, torch_fn, *arrays, rtol: float | None = None, atol: 
             assert eg.shape == tuple(tg.shape)
             assert eg.device == e.device, f"gradient of input {i} on {eg.device}, input on {e.device}"
             np.testing.assert_allclose(host(eg), tg.numpy(), rtol=rtol, atol=atol, err_msg=f"gradient of input {i}")
+
+
+def raises_like_torch(fn, lib, exc: type[BaseException], match: str | None = None) -> None:
+    """`fn(lib)` (lib: ember or torch) raises `exc`; for ember, `match` (a case-insensitive regex)
+    must find the culprit in the message, and no NumPy exception may leak out. Warnings are not the
+    point of these checks and are silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(exc) as info:
+            fn(lib)
+    if match is not None:
+        msg = str(info.value)
+        assert type(info.value).__module__.split(".")[0] != "numpy", f"a NumPy error leaked out: {msg!r}"
+        assert re.search(match, msg, re.IGNORECASE | re.DOTALL), f"message does not name the culprit: {msg!r}"
 
 
 def write_idx(path, array: np.ndarray, compress: bool = False) -> None:

@@ -25,7 +25,7 @@ import pytest
 
 import ember
 import ember.distributed
-from helpers import requires_torch, torch
+from helpers import raises_like_torch, requires_torch, torch
 
 
 @dataclass(frozen=True)
@@ -267,13 +267,7 @@ CASES: dict[str, Case] = {
 def test_ember_raises_pytorch_type(name: str) -> None:
     """ember raises PyTorch's type, and its message names the culprit (never a NumPy error)."""
     case = CASES[name]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with pytest.raises(case.exc) as info:
-            case.fn(ember)
-    msg = str(info.value)
-    assert type(info.value).__module__.split(".")[0] != "numpy", f"a NumPy error leaked out: {msg!r}"
-    assert re.search(case.match, msg, re.IGNORECASE | re.DOTALL), f"message does not name the culprit: {msg!r}"
+    raises_like_torch(case.fn, ember, case.exc, case.match)
 
 
 @requires_torch
@@ -281,10 +275,7 @@ def test_ember_raises_pytorch_type(name: str) -> None:
 def test_torch_raises_the_listed_type(name: str) -> None:
     """The oracle: PyTorch raises the listed type for the very same code."""
     case = CASES[name]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with pytest.raises(case.exc if case.torch_exc == "same" else case.torch_exc):
-            case.fn(torch)
+    raises_like_torch(case.fn, torch, case.exc if case.torch_exc == "same" else case.torch_exc)
 
 
 # --------------------------------------------------------------------------------------------
