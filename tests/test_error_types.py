@@ -335,21 +335,15 @@ ACCEPTS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "cuda.empty_cache() without a GPU": (_without_gpu(lambda t: t.cuda.empty_cache()), None),
 }
 
+
+@pytest.mark.parametrize("lib", ["ember", pytest.param("torch", marks=requires_torch)])
 @pytest.mark.parametrize("name", list(ACCEPTS))
-def test_ember_accepts(name: str) -> None:
+def test_accepted_alike(name: str, lib: str) -> None:
+    """ember and PyTorch both accept the look-alike, with the same result."""
     fn, want = ACCEPTS[name]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert fn(ember) == want
-
-
-@requires_torch
-@pytest.mark.parametrize("name", list(ACCEPTS))
-def test_torch_accepts(name: str) -> None:
-    fn, want = ACCEPTS[name]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        assert fn(torch) == want
+        assert fn(ember if lib == "ember" else torch) == want
 
 
 # --------------------------------------------------------------------------------------------
