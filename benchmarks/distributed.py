@@ -96,7 +96,7 @@ def rank_main(spec: dict) -> dict:
     import ember
     from ember import distributed as dist
     dist.init_process_group("mpi")
-    comm, world = dist._comm, dist.get_world_size()
+    comm, world = dist.group.comm, dist.get_world_size()
     out: dict = {"world": world, "batch": spec["batch"], "train": {}, "allreduce": {}}
     for key in spec["only"]:
         times = _samples(comm, _step(key, spec["batch"], world > 1), spec["repeats"], spec["sample_s"])

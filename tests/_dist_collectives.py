@@ -226,8 +226,8 @@ def case_fake_nccl(rank: int, n: int) -> None:
     nccl = _fakecuda.cupy.cuda.nccl
     t = tensor(values(rank))
     dist.all_reduce(t)  # makes the communicator
-    comm = dist._nccl_comms[rank]
-    a = t.data
+    comm = dist.nccl.communicators[rank]
+    a = t._data
     p, s = a.data.ptr, 0
     for call, msg in [
         (lambda: comm.allReduce(p, p, a.size, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, s), "does not match"),

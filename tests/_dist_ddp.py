@@ -41,7 +41,7 @@ def flat_params(m: nn.Module) -> np.ndarray:
 def same_on_all_ranks(m: nn.Module) -> None:
     """Parameters bitwise identical across ranks (gathered to rank 0, compared as bytes)."""
     mine = flat_params(m).tobytes()
-    got = dist._comm.gather(mine, root=0)
+    got = dist.group.comm.gather(mine, root=0)
     if dist.get_rank() == 0:
         for r, b in enumerate(got):
             assert b == got[0], f"rank {r}'s parameters differ from rank 0's"
@@ -123,7 +123,7 @@ def scenario_nosync_silent() -> None:
     with ddp.no_sync():
         F.cross_entropy(ddp(xs), ys).backward()
     g = ddp.module[0].weight.grad.cpu().numpy()
-    got = dist._comm.allgather(g.tobytes())
+    got = dist.group.comm.allgather(g.tobytes())
     assert got[0] != got[1], "no_sync still communicated"
 
 

@@ -42,11 +42,12 @@ def setup(route: str, rank: int) -> str:
 def check(route: str, rank: int) -> None:
     """The route taken was the one `route` asks for."""
     if route == "cpu":
-        assert dist._nccl_why is None and not dist._nccl_comms
+        assert dist.nccl.why_not is None and not dist.nccl.communicators
     elif route == "nccl":
-        assert dist._nccl_why == "" and dist._nccl_comms, (dist._nccl_why, dist._nccl_comms)
-        assert list(dist._nccl_comms) == [rank], list(dist._nccl_comms)  # one communicator, on this rank's GPU
+        assert dist.nccl.why_not == "" and dist.nccl.communicators, (dist.nccl.why_not, dist.nccl.communicators)
+        # one communicator, on this rank's GPU
+        assert list(dist.nccl.communicators) == [rank], list(dist.nccl.communicators)
     else:
         why = {"host": "rank 0: EMBER_DISABLE_NCCL is set", "one-host": "rank 1: EMBER_DISABLE_NCCL is set",
                "no-nccl-lib": "rank 0: CuPy cannot load the NCCL library"}[route]
-        assert dist._nccl_why.startswith(why) and not dist._nccl_comms, dist._nccl_why
+        assert dist.nccl.why_not.startswith(why) and not dist.nccl.communicators, dist.nccl.why_not

@@ -411,7 +411,7 @@ def test_process_group_error_is_also_a_runtime_error() -> None:
 def test_init_process_group_twice(monkeypatch) -> None:
     """A second init_process_group is PyTorch's ValueError (ember checks it before touching MPI)."""
     _no_group(ember)
-    monkeypatch.setattr(ember.distributed, "_comm", object())  # as if a group were initialized
+    monkeypatch.setattr(ember.distributed.group, "comm", object())  # as if a group were initialized
     with pytest.raises(ValueError, match="initialize the default process group twice"):
         ember.distributed.init_process_group("mpi")
 
