@@ -170,7 +170,7 @@ def test_state_dict_round_trip_continues_the_same_trajectory(name, opts, second)
         oa.step(a.closure)
     sd = copy.deepcopy(oa.state_dict())
     for p, q in zip(b.params, a.params):  # the model's weights travel separately, as with a checkpoint
-        p.data[...] = q.data
+        p._data[...] = q._data
     ob = getattr(ember.optim, name)(_groups(b.params, {}), lr=123.0)
     ob.load_state_dict(sd)
     assert ob.param_groups[1]["lr"] == oa.param_groups[1]["lr"]
@@ -212,7 +212,7 @@ def test_loads_a_pytorch_state_dict():
     esd = {"state": {k: {kk: ember.tensor(vv.numpy()) for kk, vv in v.items()} for k, v in tsd["state"].items()},
            "param_groups": copy.deepcopy(tsd["param_groups"])}
     for p, q in zip(e.params, t.params):
-        p.data[...] = q.detach().numpy()
+        p._data[...] = q.detach().numpy()
     eo = ember.optim.Adam(e.params)
     eo.load_state_dict(esd)
     assert eo.param_groups[0]["amsgrad"] and eo.param_groups[0]["l1_weight_decay"] == 0.0  # ember's option filled in
@@ -253,20 +253,20 @@ def test_load_casts_buffers_to_the_parameter_dtype_and_accepts_numeric_step():
 # ---------------------------------------------------------------------- semantics
 def test_step_is_in_place_records_no_graph_and_bumps_the_version():
     p = Parameter(ember.randn(4, 3))
-    arr = p.data
+    arr = p._data
     opt = ember.optim.Adam([p], lr=0.1)
     (p * p).sum().backward()
     v0 = p._version
     with ember.enable_grad():
         opt.step()
-    assert p.data is arr and p.is_leaf and p.grad_fn is None and p.requires_grad
+    assert p._data is arr and p.is_leaf and p.grad_fn is None and p.requires_grad
     assert p._version > v0
     assert all(not t.requires_grad for t in opt.state[p].values())
 
 
 def test_step_allocates_nothing_proportional_to_the_model():
     params = [Parameter(ember.randn(512, 256)) for _ in range(4)] + [Parameter(ember.randn(256))]
-    nbytes = sum(p.data.nbytes for p in params)
+    nbytes = sum(p._data.nbytes for p in params)
     for opt in (ember.optim.SGD(params, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-4),
                 ember.optim.Adam(params, weight_decay=1e-4, amsgrad=True, l1_weight_decay=1e-5),
                 ember.optim.AdamW(params), ember.optim.RMSprop(params, momentum=0.9, centered=True),
@@ -291,7 +291,7 @@ def test_non_contiguous_and_empty_parameters(name):
     p = Parameter(ember.from_numpy(np.asfortranarray(base.T)))  # a non-contiguous (Fortran-ordered) array
     q = Parameter(ember.from_numpy(np.ascontiguousarray(base.T)))
     z = Parameter(ember.zeros(0, 3, dtype=ember.float64))
-    assert not p.data.flags.c_contiguous
+    assert not p._data.flags.c_contiguous
     op, oq = getattr(ember.optim, name)([p, z]), getattr(ember.optim, name)([q])
     for _ in range(5):
         g = rng.standard_normal((3, 4))
@@ -397,6 +397,41 @@ def test_required_option_of_a_custom_optimizer():
     opt.step()
     np.testing.assert_array_equal(p.detach().numpy(), [0.5, 0.5])
 
+
+
+def test_a_custom_optimizer_on_the_record_api():
+    """A subclass implements `_buffers` and `_update`, a loop over the gathered `ParamUpdate` records
+    reading their fields by name; the base class gathers (weight decay, maximize, counters) and scatters
+    (version bumps). Without `_update`, a step raises NotImplementedError and changes nothing."""
+
+    class SignSGD(ember.optim.Optimizer):
+        def __init__(self, params, lr=0.1, weight_decay=0.0, maximize=False):
+            super().__init__(params, dict(lr=lr, weight_decay=weight_decay, maximize=maximize))
+
+        def _buffers(self, group):
+            return ()  # counters only
+
+        def _update(self, group, records):
+            for r in records:
+                np.sign(r.grad, out=r.scratch[1])
+                r.array -= group["lr"] * r.scratch[1]
+
+    p, q = Parameter(ember.tensor([1.0, -2.0, 3.0])), Parameter(ember.tensor([0.5, 0.5]))
+    opt = SignSGD([p, q], lr=0.25, weight_decay=1.0, maximize=True)
+    p.grad, q.grad = ember.tensor([2.0, 1.0, 4.0]), None
+    v = p._version
+    opt.step()
+    # direction -grad + 1.0·p = [-1, -3, -1]: p - 0.25·sign(direction)
+    np.testing.assert_array_equal(p.detach().numpy(), [1.25, -1.75, 3.25])
+    np.testing.assert_array_equal(q.detach().numpy(), [0.5, 0.5])
+    assert p._version > v and opt.state[p]["step"].item() == 1 and q not in opt.state
+
+    bare = ember.optim.Optimizer([q], dict(lr=0.1))
+    q.grad = ember.ones(2)
+    v = q._version
+    with pytest.raises(NotImplementedError, match=r"_update\(group, records\)"):
+        bare.step()
+    assert not bare.state and q._version == v
 
 @requires_torch
 @pytest.mark.parametrize("name", ["RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"])

@@ -10,6 +10,10 @@ state buffers as slices of flat arrays, and the algorithm's per-parameter body r
     d  their gradients gathered likewise;
     state  the flat buffers, and 0-d counters that are written back to every member's.
 
+`Optimizer._gather` calls `gather` and hands the body these as one grouped `ParamUpdate` record;
+`Optimizer._scatter` calls `scatter` after the body, also when the body raised (the flat state
+buffers are the members' state, so only the write-back keeps their values and counters in step).
+
 The arithmetic is element for element the per-parameter one, so results are bit-identical. Each
 member's state tensors stay what `state_dict()` returns; their arrays are views of the flat
 buffers. The layout is checked at every step (the same parameters, all with gradients, their state
@@ -40,7 +44,7 @@ class Layout:
     def __init__(self, members: list, states, buffers: tuple[str, ...], counters: tuple[str, ...],
                  n_scratch: int, params: list) -> None:
         """Lay out `members` (their state initialised, counters equal: see `build`)."""
-        first = members[0].data
+        first = members[0]._data
         dtype = first.dtype
         xp = array_module(first)
         with on(device_of(first)):  # CuPy allocates on the current device
@@ -48,13 +52,13 @@ class Layout:
 
     def _allocate(self, xp, members: list, states, buffers: tuple[str, ...], counters: tuple[str, ...],
                   n_scratch: int, params: list, dtype) -> None:
-        sizes = [p.data.size for p in members]
+        sizes = [p._data.size for p in members]
         bounds = np.cumsum([0] + sizes)
         n = int(bounds[-1])
         self.xp = xp
         self.members, self.params, self.state = members, params, states
         self.ids = {id(p) for p in members}
-        self.shapes = [p.data.shape for p in members]
+        self.shapes = [p._data.shape for p in members]
         self.bufs = {}
         self.checks = []  # (state dict, name, tensor, view) per member and name: what `valid` checks
         for name in buffers:
@@ -62,19 +66,19 @@ class Layout:
             for p, lo, hi, shape in zip(members, bounds[:-1], bounds[1:], self.shapes):
                 t = states[p][name]
                 view = flat[lo:hi].reshape(shape)
-                view[...] = t.data
-                t.data = view  # the member's own tensor now lives in the flat buffer
+                view[...] = t._data
+                t._data = view  # the member's own tensor now lives in the flat buffer
                 self.checks.append((states[p], name, t, view))
             self.bufs[name] = flat
         self.counters = {}
         for name in counters:
-            t0 = states[members[0]][name].data
+            t0 = states[members[0]][name]._data
             flat = np.empty(len(members), t0.dtype)
             for i, p in enumerate(members):
                 t = states[p][name]
                 view = flat[i:i + 1].reshape(())
-                view[()] = t.data
-                t.data = view
+                view[()] = t._data
+                t._data = view
                 self.checks.append((states[p], name, t, view))
             self.counters[name] = flat
         self.a, self.d = xp.empty(n, dtype), xp.empty(n, dtype)
@@ -89,18 +93,18 @@ class Layout:
         """A layout of `group`'s small parameters, initialising their state as `opt` would; None when there
         are fewer than two, when one of them has no gradient, or when their counters differ."""
         params = group["params"]
-        members = [p for p in params if p.data.size <= GROUP_MAX and p.data.dtype.kind == "f"]
+        members = [p for p in params if p._data.size <= GROUP_MAX and p._data.dtype.kind == "f"]
         if members:  # those of the first one's array type (device) and dtype
-            first = members[0].data
+            first = members[0]._data
             kind, dtype, dev = type(first), first.dtype, device_of(first)
-            members = [p for p in members if type(p.data) is kind and p.data.dtype == dtype
-                       and (kind is np.ndarray or device_of(p.data) == dev)]
+            members = [p for p in members if type(p._data) is kind and p._data.dtype == dtype
+                       and (kind is np.ndarray or device_of(p._data) == dev)]
         if len(members) < 2 or any(p.grad is None for p in members):
             return None
         states, counters = opt.state, tuple(opt._counters)
         for p in members:
             if not states[p]:
-                opt._init_state(states[p], p.data, group, buffers)
+                opt._init_state(states[p], p._data, group, buffers)
         for name in counters:
             values = {_counter(states[p].get(name)) for p in members}
             if len(values) != 1 or None in values:
@@ -109,8 +113,8 @@ class Layout:
             st = states[p]
             for name in buffers:
                 t = st.get(name)
-                if t is None or type(t.data) is not kind or t.data.shape != p.data.shape or (
-                        kind is not np.ndarray and device_of(t.data) != dev):
+                if t is None or type(t._data) is not kind or t._data.shape != p._data.shape or (
+                        kind is not np.ndarray and device_of(t._data) != dev):
                     return None  # left to the per-parameter path, which reports what is wrong
         return cls(members, states, buffers, counters, opt._n_scratch, params)
 
@@ -119,32 +123,32 @@ class Layout:
         if opt.state is not self.state or group["params"] is not self.params:
             return False
         for p, shape in zip(self.members, self.shapes):
-            if p.grad is None or p.data.shape != shape:
+            if p.grad is None or p._data.shape != shape:
                 return False
         for st, name, t, view in self.checks:
-            if st.get(name) is not t or t.data is not view:
+            if st.get(name) is not t or t._data is not view:
                 return False
         return True
 
     def gather(self) -> None:
         """Members' values and gradients into the flat `a` and `d`; the counters of the body's `state` from the members'."""
         xp = self.xp
-        xp.concatenate([p.data.reshape(-1) for p in self.members], out=self.a)
-        xp.concatenate([p.grad.data.reshape(-1) for p in self.members], out=self.d)
+        xp.concatenate([p._data.reshape(-1) for p in self.members], out=self.a)
+        xp.concatenate([p.grad._data.reshape(-1) for p in self.members], out=self.d)
         for name, flat in self.counters.items():
-            self.entry[name].data[()] = flat[0]
+            self.entry[name]._data[()] = flat[0]
 
     def scatter(self) -> None:
         """The updated values back into each member (a change of its version), the body's counters to every member."""
         for p, v in zip(self.members, self.a_views):
-            p.data[...] = v
+            p._data[...] = v
             bump_version(p)
         for name, flat in self.counters.items():
-            flat[...] = self.entry[name].data
+            flat[...] = self.entry[name]._data
 
 
 def _counter(t):
     """A 0-d counter's value, or None when it is not one."""
-    if t is None or getattr(t, "data", None) is None or getattr(t.data, "ndim", None) != 0:
+    if t is None or getattr(t, "_data", None) is None or getattr(t._data, "ndim", None) != 0:
         return None
-    return t.data.item()
+    return t._data.item()

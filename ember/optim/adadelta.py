@@ -6,7 +6,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..backend.kernels import ema_sq_ as _ema_sq_
-from .optimizer import Optimizer, _check_nonneg
+from .optimizer import Optimizer, ParamUpdate, check_nonneg
 
 __all__ = ["Adadelta"]
 
@@ -16,6 +16,9 @@ class Adadelta(Optimizer):
 
     g ← ±grad + weight_decay·p;  v ← ρ·v + (1-ρ)·g²;  Δ = √(u + eps) / √(v + eps) · g;
     u ← ρ·u + (1-ρ)·Δ²;  p ← p - lr·Δ.   State: 'step', 'square_avg' (v), 'acc_delta' (u).
+
+    `foreach` and `capturable` are accepted for compatibility and ignored (ember has one in-place
+    implementation; `differentiable=True` is rejected).
     """
 
     _n_scratch = 3
@@ -29,15 +32,19 @@ class Adadelta(Optimizer):
 
     def _validate(self, o: dict[str, Any]) -> None:
         super()._validate(o)
-        _check_nonneg("Adadelta", o, "lr")
+        check_nonneg("Adadelta", o, "lr")
         if "rho" in o and not 0.0 <= o["rho"] <= 1.0:
             raise ValueError(f"Invalid rho value: {o['rho']}")
-        _check_nonneg("Adadelta", o, "eps", "weight_decay")
+        check_nonneg("Adadelta", o, "eps", "weight_decay")
 
-    def _step_group(self, group: dict[str, Any]) -> None:
+    def _buffers(self, group: dict[str, Any]) -> tuple[str, ...]:
+        return ("square_avg", "acc_delta")
+
+    def _update(self, group: dict[str, Any], records: list[ParamUpdate]) -> None:
         lr, rho, eps = float(group["lr"]), group["rho"], group["eps"]
-        for p, a, d, state, (_, T, D), _ in self._params_with_grad(group, ("square_avg", "acc_delta")):
-            v, u = state["square_avg"].data, state["acc_delta"].data
+        for r in records:
+            a, d, (_, T, D) = r.array, r.grad, r.scratch
+            v, u = r.state["square_avg"]._data, r.state["acc_delta"]._data
             _ema_sq_(v, d, rho, T)
             np.add(v, eps, out=T)
             np.sqrt(T, out=T)

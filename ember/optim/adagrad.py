@@ -7,7 +7,7 @@ import numpy as np
 
 from .._tensor import make
 from ..backend import array_module, device_of, on
-from .optimizer import Optimizer, _scalar
+from .optimizer import Optimizer, ParamUpdate, scalar_state
 
 __all__ = ["Adagrad"]
 
@@ -18,7 +18,8 @@ class Adagrad(Optimizer):
     g ← ±grad + weight_decay·p;  s ← s + g²;  p ← p - lr/(1 + (t-1)·lr_decay) · g / (√s + eps).
 
     State ('step', 'sum' = initial_accumulator_value) is created for every parameter at
-    construction, as in PyTorch.
+    construction, as in PyTorch. `foreach` and `fused` are accepted for compatibility and ignored
+    (ember has one in-place implementation; `differentiable=True` is rejected).
     """
 
     _checked = ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
@@ -32,19 +33,23 @@ class Adagrad(Optimizer):
         super().__init__(params, defaults)
         for group in self.param_groups:
             for p in group["params"]:
-                self._init_state(self.state[p], p.data, group, ("sum",))
+                self._init_state(self.state[p], p._data, group, ("sum",))
 
     def _init_state(self, state: dict, a, group: dict[str, Any], buffers: tuple[str, ...]) -> None:
         """'step' = 0 and 'sum' = initial_accumulator_value (also for a group added later, at its first step)."""
-        state["step"] = _scalar(0.0)
+        state["step"] = scalar_state(0.0)
         with on(device_of(a)):  # CuPy allocates on the current device, not on `a`'s
             state["sum"] = make(array_module(a).full_like(a, group["initial_accumulator_value"]))
 
-    def _step_group(self, group: dict[str, Any]) -> None:
+    def _buffers(self, group: dict[str, Any]) -> tuple[str, ...]:
+        return ("sum",)
+
+    def _update(self, group: dict[str, Any], records: list[ParamUpdate]) -> None:
         lr, lr_decay, eps = float(group["lr"]), group["lr_decay"], group["eps"]
-        for p, a, d, state, (_, T), step in self._params_with_grad(group, ("sum",)):
-            clr = lr / (1 + (step - 1) * lr_decay)
-            s = state["sum"].data
+        for r in records:
+            a, d, T = r.array, r.grad, r.scratch[1]
+            clr = lr / (1 + (r.step - 1) * lr_decay)
+            s = r.state["sum"]._data
             np.multiply(d, d, out=T)
             s += T
             np.sqrt(s, out=T)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..backend.kernels import adam_
-from .optimizer import Optimizer
+from .optimizer import Optimizer, ParamUpdate
 
 __all__ = ["Adam", "AdamW"]
 
@@ -22,7 +22,8 @@ class Adam(Optimizer):
 
     `l1_weight_decay` is ember's extension (not in PyTorch): L1 regularisation, adding
     l1_weight_decay·sign(p) to the gradient (also with decoupled weight decay).
-    `foreach`, `fused` and `capturable` are accepted for compatibility and ignored.
+    `foreach`, `fused` and `capturable` are accepted for compatibility and ignored (ember has one
+    in-place implementation; `differentiable=True` is rejected).
     """
 
     _checked = ("lr", "eps", "betas", "weight_decay", "l1_weight_decay")
@@ -37,14 +38,17 @@ class Adam(Optimizer):
                         decoupled_weight_decay=decoupled_weight_decay, l1_weight_decay=l1_weight_decay)
         super().__init__(params, defaults)
 
-    def _step_group(self, group: dict[str, Any]) -> None:
+    def _buffers(self, group: dict[str, Any]) -> tuple[str, ...]:
+        return ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if group["amsgrad"] else ("exp_avg", "exp_avg_sq")
+
+    def _update(self, group: dict[str, Any], records: list[ParamUpdate]) -> None:
         lr, (beta1, beta2), eps, amsgrad = float(group["lr"]), group["betas"], group["eps"], group["amsgrad"]
-        buffers = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if amsgrad else ("exp_avg", "exp_avg_sq")
-        for p, a, d, state, (_, T), step in self._params_with_grad(group, buffers):
+        for r in records:
+            state, step = r.state, r.step
             # one fused kernel on CUDA, the same chain of in-place ufuncs on the CPU (backend/kernels.py)
-            adam_(a, d, state["exp_avg"].data, state["exp_avg_sq"].data,
-                  state["max_exp_avg_sq"].data if amsgrad else None, 1 - beta1, beta2, (1 - beta2 ** step) ** 0.5,
-                  eps, -(lr / (1 - beta1 ** step)), T)
+            adam_(r.array, r.grad, state["exp_avg"]._data, state["exp_avg_sq"]._data,
+                  state["max_exp_avg_sq"]._data if amsgrad else None, 1 - beta1, beta2, (1 - beta2 ** step) ** 0.5,
+                  eps, -(lr / (1 - beta1 ** step)), r.scratch[1])
 
 
 class AdamW(Adam):

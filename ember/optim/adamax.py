@@ -6,7 +6,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..backend.kernels import lerp_ as _lerp_
-from .optimizer import Optimizer
+from .optimizer import Optimizer, ParamUpdate
 
 __all__ = ["Adamax"]
 
@@ -16,6 +16,9 @@ class Adamax(Optimizer):
 
     g ← ±grad + weight_decay·p;  m ← β₁·m + (1-β₁)·g;  u ← max(β₂·u, |g| + eps);
     p ← p - lr/(1-β₁ᵗ) · m / u.   State: 'step', 'exp_avg' (m), 'exp_inf' (u).
+
+    `foreach` and `capturable` are accepted for compatibility and ignored (ember has one in-place
+    implementation; `differentiable=True` is rejected).
     """
 
     _checked = ("lr", "eps", "betas", "weight_decay")
@@ -27,10 +30,14 @@ class Adamax(Optimizer):
                         differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults)
 
-    def _step_group(self, group: dict[str, Any]) -> None:
+    def _buffers(self, group: dict[str, Any]) -> tuple[str, ...]:
+        return ("exp_avg", "exp_inf")
+
+    def _update(self, group: dict[str, Any], records: list[ParamUpdate]) -> None:
         lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], group["eps"]
-        for p, a, d, state, (_, T), step in self._params_with_grad(group, ("exp_avg", "exp_inf")):
-            m, u = state["exp_avg"].data, state["exp_inf"].data
+        for r in records:
+            a, d, T, step = r.array, r.grad, r.scratch[1], r.step
+            m, u = r.state["exp_avg"]._data, r.state["exp_inf"]._data
             _lerp_(m, d, 1 - beta1, T)
             u *= beta2
             np.abs(d, out=T)

@@ -6,7 +6,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..backend.kernels import ema_sq_ as _ema_sq_, lerp_ as _lerp_
-from .optimizer import Optimizer
+from .optimizer import Optimizer, ParamUpdate
 
 __all__ = ["NAdam"]
 
@@ -18,6 +18,9 @@ class NAdam(Optimizer):
     g ← ±grad + weight_decay·p (or p ← p·(1 - lr·weight_decay) when decoupled_weight_decay);
     m ← β₁·m + (1-β₁)·g;  v ← β₂·v + (1-β₂)·g²;  d = √(v/(1-β₂ᵗ)) + eps;
     p ← p - lr·(1-μₜ)/(1-Πₜ) · g/d - lr·μₜ₊₁/(1-Πₜ·μₜ₊₁) · m/d.
+
+    `foreach` and `capturable` are accepted for compatibility and ignored (ember has one in-place
+    implementation; `differentiable=True` is rejected).
     """
 
     _checked = ("lr", "eps", "betas", "weight_decay", "momentum_decay")
@@ -32,22 +35,26 @@ class NAdam(Optimizer):
                         capturable=capturable, differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def _step_group(self, group: dict[str, Any]) -> None:
+    def _buffers(self, group: dict[str, Any]) -> tuple[str, ...]:
+        return ("exp_avg", "exp_avg_sq")
+
+    def _update(self, group: dict[str, Any], records: list[ParamUpdate]) -> None:
         lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], group["eps"]
         momentum_decay = group["momentum_decay"]
-        for p, a, d, state, (G, T), step in self._params_with_grad(group, ("exp_avg", "exp_avg_sq")):
+        for r in records:
+            a, d, (G, T), state, step = r.array, r.grad, r.scratch, r.state, r.step
             mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
             mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
-            mp = state["mu_product"].data
+            mp = state["mu_product"]._data
             mp *= mu  # in the counter's own dtype (float32), as PyTorch
             mu_product = mp.item()
-            m, v = state["exp_avg"].data, state["exp_avg_sq"].data
+            m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
             _lerp_(m, d, 1 - beta1, T)
             _ema_sq_(v, d, beta2, T)
             np.divide(v, 1 - beta2 ** step, out=T)
             np.sqrt(T, out=T)
             T += eps
-            np.divide(d, T, out=G)  # G is free: d (G or the grad itself) is read here for the last time
+            np.divide(d, T, out=G)  # G is free: d (which may be G) is read here for the last time
             G *= -lr * (1.0 - mu) / (1.0 - mu_product)
             a += G
             np.divide(m, T, out=G)

@@ -4,9 +4,20 @@ An optimizer holds `param_groups` (a list of dicts: `params` plus that group's o
 `state` (a dict per parameter: its buffers and step counter). `step()` updates each
 parameter's array in place from its `.grad`; parameters whose grad is None are skipped.
 
+A step runs, per param group, in three phases (`Optimizer._step_group`):
+
+    gather   `_gather`: one `ParamUpdate` record per parameter with a gradient (the group's small
+             parameters as one grouped record): its array, its update direction (the gradient with
+             maximize and weight decay applied), its state with the step counter advanced, scratch;
+    update   `_update`: the algorithm, a loop over the records reading their fields by name;
+    scatter  `_scatter`: the write-back the grouped record needs (its flat values and counters into
+             its members) and a version bump of every updated parameter; it runs even when the
+             update raises (see `_step_group`).
+
 Speed: updates run on the raw NumPy arrays with `out=` arguments, into state buffers that are
-allocated once, and into a small scratch pool shared by all parameters (sized by the largest
-parameter), so a step after the first allocates nothing proportional to the model and records
+allocated once, into a small scratch pool shared by all parameters (sized by the largest
+parameter) and, where the gradient is transformed (maximize, weight decay), into direction buffers
+allocated once, so a step after the first allocates nothing proportional to the model and records
 no graph. The small parameters of a group are updated together as one flat array (`_grouped`).
 """
 from __future__ import annotations
@@ -16,7 +27,7 @@ import numbers
 import warnings
 from collections import defaultdict
 from itertools import chain
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -26,7 +37,7 @@ from ..autograd.grad_mode import enable_grad
 from ..backend import array_module, device_of, on, to_host, transfer
 from ._grouped import Layout
 
-__all__ = ["Optimizer", "required"]
+__all__ = ["Optimizer", "ParamUpdate", "required"]
 
 
 class _Required:
@@ -39,14 +50,63 @@ class _Required:
 required = _Required()
 
 
+class ParamUpdate:
+    """One parameter's share of a step, as `Optimizer._gather` hands it to `Optimizer._update`.
+
+    param    the parameter (a Tensor), or None for the grouped record of a group's small parameters
+             (then `layout` is their `_grouped.Layout` and `params` lists them);
+    array    the raw array the update changes in place: the parameter's own, or the grouped record's
+             flat copy of its members' values (written back by `_scatter`); already scaled by
+             1 - lr·weight_decay under `decoupled_weight_decay`;
+    grad     the update direction: the gradient with maximize and L2/L1 weight decay applied (`_grad`).
+             Read-only: the parameter's own `.grad` array when no rule applies; otherwise computed
+             into `scratch[0]` when first read, so read it when this record's update starts and
+             before writing `scratch[0]` (the scratch is shared: the next record's direction
+             overwrites it; computing it then, not all at gather time, costs no memory per parameter
+             and reads the gradient while its update still has it in cache);
+    state    the parameter's state dict (the grouped record: flat buffers and 0-d counters over all
+             members), its 'step' already advanced; None where the optimizer keeps no counted state;
+    scratch  `Optimizer._n_scratch` temporaries shaped like `array`, shared with the other records:
+             free to clobber, but not valid once the next record's update starts;
+    step     the value of the advanced 'step' counter (0 without counted state);
+    layout   the grouped record's `Layout`, None for a parameter's own record.
+    """
+
+    __slots__ = ("param", "array", "_grad", "_rule", "state", "scratch", "step", "layout")
+
+    def __init__(self, param: Tensor | None, array, grad, state: dict | None, scratch: tuple, step: float,
+                 layout: Layout | None = None, rule: tuple | None = None) -> None:
+        self.param, self.array, self._grad, self.state = param, array, grad, state
+        self.scratch, self.step, self.layout = scratch, step, layout
+        self._rule = rule  # (maximize, L2, L1) still to apply to the raw gradient `_grad`; None: nothing
+
+    @property
+    def grad(self):
+        if self._rule is not None:
+            maximize, l2, l1 = self._rule
+            self._rule = None
+            self._grad = _grad(self._grad, self.array, maximize, l2, l1, self.scratch[0], self.scratch[1])
+        return self._grad
+
+    @property
+    def params(self) -> list[Tensor]:
+        """The parameters this record updates: `[param]`, or the grouped record's members."""
+        return [self.param] if self.layout is None else list(self.layout.members)
+
+    def __repr__(self) -> str:
+        what = "grouped" if self.layout is not None else "param"
+        return f"ParamUpdate({what}, shape={tuple(self.array.shape)}, step={self.step})"
+
+
 class Optimizer:
     """Base class of all optimizers.
 
     `params` is an iterable of Tensors, of `(name, Tensor)` pairs, or of dicts (param groups:
     `{"params": [...], "lr": ..., ...}`, whose options override `defaults`). Subclasses
-    implement `_step_group(group)` (or override `step` entirely, as in PyTorch), usually as a loop
-    over `_params_with_grad(group, buffers)`, and list in `_checked` the options `_validate`
-    rejects when negative (or override `_validate`).
+    implement `_update(group, records)`, a loop over the `ParamUpdate` records of one group, and
+    `_buffers(group)`, the names of their state buffers (or override `_step_group(group)`, or `step`
+    entirely, as in PyTorch), and list in `_checked` the options `_validate` rejects when negative
+    (or override `_validate`).
     """
 
     # how many scratch arrays shaped like a parameter one update needs (see `_scratch`)
@@ -64,6 +124,7 @@ class Optimizer:
         self._pools: dict = {}  # (array type, dtype) -> flat scratch array
         self._views: dict = {}  # (array type, dtype, shape) -> tuple of scratch views
         self._layouts: dict = {}  # id(param group) -> its small parameters' flat Layout, or None
+        self._scratch_of: dict = {}  # parameter -> (its array, `_scratch` of it): the gather's fast path
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                             f"but got {_typename(params)}")
@@ -132,7 +193,7 @@ class Optimizer:
             if key == "betas":
                 _check_betas(name, options["betas"])
             else:
-                _check_nonneg(name, options, key)
+                check_nonneg(name, options, key)
 
     # ------------------------------------------------------------------ step
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -164,71 +225,126 @@ class Optimizer:
         return loss
 
     def _step_group(self, group: dict[str, Any]) -> None:
-        raise NotImplementedError(f"{type(self).__name__} must implement step() or _step_group(group)")
+        """One group's update: gather -> update -> scatter.
 
-    def _params_with_grad(self, group: dict[str, Any], buffers: tuple[str, ...] | None = ()) -> Iterator[tuple]:
-        """The per-parameter prelude of an update: yields `(p, a, d, state, scratch, step)` for each
-        parameter `p` of `group` whose grad is not None, then marks `p` changed in place.
+        The scatter runs even when the update raises (`finally`), so that the step leaves every
+        parameter's value, state and counters consistent with each other, as the per-parameter path
+        (and PyTorch) would: a grouped record's flat state buffers *are* its members' state (views of
+        them), so an update that raised after changing them has already moved the members' state, and
+        only the write-back of the flat values and counters brings the members' values and counters in
+        step with it. Without it a raised (or, in a hand-written loop, broken-off) update would leave
+        the members with state advanced but values and 'step' not, which no ungrouped run can produce.
+        Nothing is rolled back (the update works in place, as PyTorch's does): as in PyTorch's
+        `foreach` implementations, the gather has advanced every record's 'step' counter before the
+        update starts, records the update had finished keep their update, the one it was in stays as it
+        left it, and those it never reached keep their values and buffers. Every gathered parameter's
+        version is bumped, so autograd reports a graph that saved one of them.
+        """
+        if type(self)._update is Optimizer._update:
+            raise NotImplementedError(f"{type(self).__name__} must implement step(), _step_group(group) "
+                                      "or _update(group, records)")
+        records = self._gather(group, self._buffers(group))
+        try:
+            self._update(group, records)
+        finally:
+            self._scatter(records)
 
-        `a` is p's array; `state` its state (on first use `_init_state`: the `_counters` and a zero
-        buffer per name in `buffers`), whose 'step' is incremented to `step`; `scratch` the
-        `_n_scratch` temporaries of `_scratch(a)`. `d` is the gradient the update uses (`_grad`:
-        ±grad + weight_decay·p + l1_weight_decay·sign(p), in scratch[0], scratch[1] clobbered);
-        with `decoupled_weight_decay`, `a` is first scaled by 1 - lr·weight_decay instead.
-        `buffers=None`: the optimizer keeps no counted state (`state` None, `step` 0).
-        With `buffers`, the group's small parameters come first as one entry with `p` None: `a`, `d`,
-        `state` and `scratch` are then flat arrays over all of them (`_grouped.Layout`).
+    def _buffers(self, group: dict[str, Any]) -> tuple[str, ...] | None:
+        """The names of the state buffers shaped like a parameter that `group`'s update needs (zeros at
+        first use: `_init_state`); () for the counters alone; None for no counted state (`_gather`)."""
+        return ()
+
+    def _update(self, group: dict[str, Any], records: list[ParamUpdate]) -> None:
+        """The algorithm: update each record of `_gather(group, ...)` in place (`record.array` and the
+        buffers in `record.state`), reading its fields by name. It does no write-back: `_scatter` does."""
+        raise NotImplementedError(f"{type(self).__name__} must implement step(), _step_group(group) "
+                                  "or _update(group, records)")
+
+    def _gather(self, group: dict[str, Any], buffers: tuple[str, ...] | None = ()) -> list[ParamUpdate]:
+        """The prelude of `group`'s update: a `ParamUpdate` for each parameter whose grad is not None.
+
+        With `buffers` (see `_buffers`), each parameter's state is initialised at first use
+        (`_init_state`: the `_counters` and a zero buffer per name) and its 'step' advanced; with
+        `buffers=None` the records have no state (None) and step 0. With `buffers` non-empty, the
+        group's small parameters come first as one grouped record (`param` None) whose array, grad,
+        state and scratch are flat arrays over all of them (`_grouped.Layout`, gathered here, written
+        back by `_scatter`). Under `decoupled_weight_decay` each array is scaled by 1 - lr·weight_decay
+        here; each record's `grad` is the direction of `_grad`, computed into its scratch[0] when the update
+        reads it (see `ParamUpdate`).
+
+        If it raises, the records gathered so far are scattered first (their arrays may have been
+        scaled, the grouped one's flat arrays gathered), so it leaves the same consistency as a step.
         """
         lr, wd, maximize = float(group["lr"]), group.get("weight_decay", 0), group.get("maximize", False)
         l1 = group.get("l1_weight_decay", 0.0)
         shrink = 1 - lr * wd if wd and group.get("decoupled_weight_decay") else None
         l2 = 0.0 if shrink is not None else wd
-        plain = not (maximize or l2 or l1)  # d is the grad itself: skip the `_grad` call
-        states, scratch_of = self.state, self._scratch
+        # the direction's rule, applied when a record's `grad` is read (None: the direction is the grad itself)
+        rule = (maximize, l2, l1) if (maximize or l2 or l1) else None
+        states, scratch_of, cached = self.state, self._scratch, self._scratch_of
         state, step = None, 0
-        grouped: set = set()
-        if buffers:  # the small parameters first, as one flat array (`_grouped`)
-            lay = self._layouts.get(id(group))
-            if lay is None or not lay.valid(self, group):
-                lay = Layout.build(self, group, buffers)
-                self._layouts[id(group)] = lay
-            if lay is not None:
-                lay.gather()
-                a, d = lay.a, lay.d
-                counter = lay.entry["step"].data
-                step = counter.item() + 1
-                counter[()] = step
+        records: list[ParamUpdate] = []
+        append, record = records.append, ParamUpdate  # (local names: this loop runs per parameter per step)
+        try:
+            grouped: set = set()
+            if buffers:  # the small parameters first, as one flat array (`_grouped`)
+                lay = self._layouts.get(id(group))
+                if lay is None or not lay.valid(self, group):
+                    lay = Layout.build(self, group, buffers)
+                    self._layouts[id(group)] = lay
+                if lay is not None:
+                    lay.gather()
+                    counter = lay.entry["step"]._data
+                    step = counter.item() + 1
+                    counter[()] = step
+                    # recorded before `a` changes, so that from here on an exception writes it back
+                    append(record(None, lay.a, lay.d, lay.entry, lay.scratch, step, lay, rule))
+                    if shrink is not None:
+                        lay.a *= shrink
+                    grouped = lay.ids
+            for p in group["params"]:
+                g = p.grad
+                if g is None or id(p) in grouped:
+                    continue
+                a = p._data
+                if buffers is not None:
+                    state = states[p]
+                    if not state:
+                        self._init_state(state, a, group, buffers)
+                    counter = state["step"]._data
+                    step = counter.item() + 1
+                    counter[()] = step  # ~10x cheaper than `counter += 1` on a 0-d array
+                entry = cached.get(p)  # `_scratch(a)`, looked up by parameter: 4x faster than by key
+                if entry is not None and entry[0] is a:
+                    scratch = entry[1]
+                else:
+                    scratch = scratch_of(a)
+                    cached[p] = (a, scratch)
+                # recorded before `a` changes, so that from here on an exception bumps p's version
+                append(record(p, a, g._data, state, scratch, step, None, rule))
                 if shrink is not None:
                     a *= shrink
-                if not plain:
-                    d = _grad(d, a, maximize, l2, l1, lay.scratch[0], lay.scratch[1])
-                yield None, a, d, lay.entry, lay.scratch, step
+        except BaseException:
+            self._scatter(records)
+            raise
+        return records
+
+    def _scatter(self, records: list[ParamUpdate]) -> None:
+        """The write-back after the update of `_gather`'s records: the grouped record's flat values and
+        counters into each of its members (`Layout.scatter`), and a version bump of every parameter (its
+        array changed in place: autograd must see it)."""
+        for rec in records:
+            lay = rec.layout
+            if lay is None:
+                bump_version(rec.param)
+            else:
                 lay.scatter()
-                grouped = lay.ids
-        for p in group["params"]:
-            g = p.grad
-            if g is None or id(p) in grouped:
-                continue
-            a = p.data
-            if buffers is not None:
-                state = states[p]
-                if not state:
-                    self._init_state(state, a, group, buffers)
-                counter = state["step"].data
-                step = counter.item() + 1
-                counter[()] = step  # ~10x cheaper than `counter += 1` on a 0-d array
-            scratch = scratch_of(a)
-            if shrink is not None:
-                a *= shrink
-            d = g.data if plain else _grad(g.data, a, maximize, l2, l1, scratch[0], scratch[1])
-            yield p, a, d, state, scratch, step
-            bump_version(p)
 
     def _init_state(self, state: dict, a, group: dict[str, Any], buffers: tuple[str, ...]) -> None:
         """Fill a parameter's empty `state`: the `_counters` (0-d tensors), then a buffer of zeros
         shaped like its array `a` for each name in `buffers`."""
         for name, value in self._counters.items():
-            state[name] = _scalar(value)
+            state[name] = scalar_state(value)
         if buffers:
             xp = array_module(a)
             with on(device_of(a)):  # CuPy allocates on the current device, not on `a`'s
@@ -247,13 +363,13 @@ class Optimizer:
             pool = self._pools.get(pool_key)
             if pool is None or pool.size < k * n:
                 dev = device_of(a)
-                largest = max((p.data.size for g in self.param_groups for p in g["params"]
-                               if type(p.data) is type(a) and p.data.dtype == a.dtype
-                               and device_of(p.data) == dev), default=n)
+                largest = max((p._data.size for g in self.param_groups for p in g["params"]
+                               if type(p._data) is type(a) and p._data.dtype == a.dtype
+                               and device_of(p._data) == dev), default=n)
                 with on(dev):
                     pool = array_module(a).empty((k * max(n, largest),), a.dtype)
                 self._pools[pool_key] = pool
-                self._views = {}  # views of the old pool would keep it alive
+                self._views, self._scratch_of = {}, {}  # views of the old pool would keep it alive
             views = tuple(pool[i * n:(i + 1) * n].reshape(a.shape) for i in range(k))
             self._views[key] = views
         return views
@@ -312,7 +428,7 @@ class Optimizer:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._pools, self._views, self._layouts = {}, {}, {}
+        self._pools, self._views, self._layouts, self._scratch_of = {}, {}, {}, {}
 
     def __repr__(self) -> str:
         s = type(self).__name__ + " ("
@@ -337,25 +453,25 @@ def _load_value(p: Tensor, index, key, value):
     if isinstance(value, np.ndarray):
         value = make(value)
     if isinstance(value, Tensor):
-        arr = value.data
+        arr = value._data
         if arr.ndim == 0:
             return make(to_host(arr).copy())
-        if arr.shape != p.data.shape:
+        if arr.shape != p._data.shape:
             raise ValueError(f"loaded state {key!r} of parameter {index} has shape {tuple(arr.shape)}, but the "
-                             f"parameter has shape {tuple(p.data.shape)}")
-        dev = device_of(p.data)
+                             f"parameter has shape {tuple(p._data.shape)}")
+        dev = device_of(p._data)
         moved = transfer(arr, dev)
-        dtype = p.data.dtype if p.data.dtype.kind == "f" else arr.dtype
+        dtype = p._data.dtype if p._data.dtype.kind == "f" else arr.dtype
         if moved is not arr and moved.dtype == dtype:
             return make(moved)  # already a fresh copy
         with on(dev):
             return make(moved.astype(dtype, copy=True))
     if key == "step" and isinstance(value, numbers.Real):
-        return _scalar(float(value))
+        return scalar_state(float(value))
     return copy.deepcopy(value)
 
 
-def _scalar(v: float) -> Tensor:
+def scalar_state(v: float) -> Tensor:
     """A 0-d tensor for counters such as 'step', float32 unless the default dtype is float64 (as PyTorch)."""
     return make(np.array(v, np.float64 if dt.NP_DEFAULT_FLOAT == np.float64 else np.float32))
 
@@ -391,7 +507,7 @@ def _check_number(opt: str, name: str, value) -> None:
 _LABELS = {"lr": "learning rate", "eps": "epsilon value"}
 
 
-def _check_nonneg(opt: str, options: dict[str, Any], *names: str) -> None:
+def check_nonneg(opt: str, options: dict[str, Any], *names: str) -> None:
     """PyTorch's 'Invalid ... value' ValueError for each option below zero (NaN included)."""
     for name in names:
         if name in options and options[name] is not required:

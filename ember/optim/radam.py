@@ -6,7 +6,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..backend.kernels import ema_sq_ as _ema_sq_, lerp_ as _lerp_
-from .optimizer import Optimizer
+from .optimizer import Optimizer, ParamUpdate
 
 __all__ = ["RAdam"]
 
@@ -19,6 +19,9 @@ class RAdam(Optimizer):
     ρ∞ = 2/(1-β₂) - 1;  ρₜ = ρ∞ - 2t·β₂ᵗ/(1-β₂ᵗ);
     ρₜ > 5: p ← p - lr·m̂·√(1-β₂ᵗ)/(√v + eps)·r, r = √((ρₜ-4)(ρₜ-2)ρ∞ / ((ρ∞-4)(ρ∞-2)ρₜ));
     otherwise p ← p - lr·m̂.
+
+    `foreach` and `capturable` are accepted for compatibility and ignored (ember has one in-place
+    implementation; `differentiable=True` is rejected).
     """
 
     _checked = ("lr", "eps", "betas", "weight_decay")
@@ -32,11 +35,15 @@ class RAdam(Optimizer):
                         differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def _step_group(self, group: dict[str, Any]) -> None:
+    def _buffers(self, group: dict[str, Any]) -> tuple[str, ...]:
+        return ("exp_avg", "exp_avg_sq")
+
+    def _update(self, group: dict[str, Any], records: list[ParamUpdate]) -> None:
         lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], group["eps"]
         rho_inf = 2 / (1 - beta2) - 1
-        for p, a, d, state, (G, T), step in self._params_with_grad(group, ("exp_avg", "exp_avg_sq")):
-            m, v = state["exp_avg"].data, state["exp_avg_sq"].data
+        for r in records:
+            a, d, (G, T), step = r.array, r.grad, r.scratch, r.step
+            m, v = r.state["exp_avg"]._data, r.state["exp_avg_sq"]._data
             _lerp_(m, d, 1 - beta1, T)
             _ema_sq_(v, d, beta2, T)
             bc2 = 1 - beta2 ** step

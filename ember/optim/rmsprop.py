@@ -6,7 +6,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..backend.kernels import ema_sq_ as _ema_sq_, lerp_ as _lerp_
-from .optimizer import Optimizer
+from .optimizer import Optimizer, ParamUpdate
 
 __all__ = ["RMSprop"]
 
@@ -19,6 +19,9 @@ class RMSprop(Optimizer):
     d = √(v or v - ḡ²) + eps;  momentum μ > 0: b ← μ·b + g/d, p ← p - lr·b;  else p ← p - lr·g/d.
 
     State: 'step', 'square_avg', 'momentum_buffer' (momentum > 0), 'grad_avg' (centered).
+
+    `foreach` and `capturable` are accepted for compatibility and ignored (ember has one in-place
+    implementation; `differentiable=True` is rejected).
     """
 
     _checked = ("lr", "eps", "momentum", "weight_decay", "alpha")
@@ -30,15 +33,19 @@ class RMSprop(Optimizer):
                         capturable=capturable, foreach=foreach, maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def _step_group(self, group: dict[str, Any]) -> None:
+    def _buffers(self, group: dict[str, Any]) -> tuple[str, ...]:
+        momentum, centered = group["momentum"], group["centered"]
+        return ("square_avg",) + (("momentum_buffer",) if momentum > 0 else ()) + (("grad_avg",) if centered else ())
+
+    def _update(self, group: dict[str, Any], records: list[ParamUpdate]) -> None:
         lr, alpha, eps = float(group["lr"]), group["alpha"], group["eps"]
         momentum, centered = group["momentum"], group["centered"]
-        buffers = ("square_avg",) + (("momentum_buffer",) if momentum > 0 else ()) + (("grad_avg",) if centered else ())
-        for p, a, d, state, (_, T), _ in self._params_with_grad(group, buffers):
-            v = state["square_avg"].data
+        for r in records:
+            a, d, T, state = r.array, r.grad, r.scratch[1], r.state
+            v = state["square_avg"]._data
             _ema_sq_(v, d, alpha, T)
             if centered:
-                ga = state["grad_avg"].data
+                ga = state["grad_avg"]._data
                 _lerp_(ga, d, 1 - alpha, T)
                 np.multiply(ga, ga, out=T)
                 np.subtract(v, T, out=T)
@@ -48,7 +55,7 @@ class RMSprop(Optimizer):
             T += eps
             np.divide(d, T, out=T)
             if momentum > 0:
-                b = state["momentum_buffer"].data
+                b = state["momentum_buffer"]._data
                 b *= momentum
                 b += T
                 np.multiply(b, -lr, out=T)

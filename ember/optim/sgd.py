@@ -8,7 +8,7 @@ import numpy as np
 from .._tensor import make
 from ..backend import device_of, on
 from ..backend.kernels import sgd_momentum_
-from .optimizer import Optimizer
+from .optimizer import Optimizer, ParamUpdate
 
 __all__ = ["SGD"]
 
@@ -23,7 +23,7 @@ class SGD(Optimizer):
     `l1_weight_decay` is ember's extension (not in PyTorch): L1 regularisation, adding
     l1_weight_decay·sign(p) to the gradient (the subgradient of l1_weight_decay·‖p‖₁).
     `foreach` and `fused` are accepted for compatibility and ignored (ember has one in-place
-    implementation).
+    implementation; `differentiable=True` is rejected).
     """
 
     _checked = ("lr", "momentum", "weight_decay", "l1_weight_decay")
@@ -42,19 +42,25 @@ class SGD(Optimizer):
         if o.get("nesterov") and (o.get("momentum", 0) <= 0 or o.get("dampening", 0) != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
 
-    def _step_group(self, group: dict[str, Any]) -> None:
-        lr, momentum, dampening, nesterov = float(group["lr"]), group["momentum"], group["dampening"], group["nesterov"]
+    def _buffers(self, group: dict[str, Any]) -> None:
         # no counted state: SGD's only state, the momentum buffer, starts as a copy of the first gradient
-        for p, a, d, _, (_, T), _ in self._params_with_grad(group, None):
+        # (made in `_update`), and a step without momentum keeps no state at all, as in PyTorch
+        return None
+
+    def _update(self, group: dict[str, Any], records: list[ParamUpdate]) -> None:
+        lr, momentum, dampening, nesterov = float(group["lr"]), group["momentum"], group["dampening"], group["nesterov"]
+        states = self.state
+        for r in records:
+            a, d, T = r.array, r.grad, r.scratch[1]
             if momentum != 0:
-                state = self.state[p]
+                state = states[r.param]
                 buf = state.get("momentum_buffer")
                 first = buf is None
                 if first:
                     with on(device_of(d)):  # CuPy copies to the current device
                         state["momentum_buffer"] = buf = make(d.copy())
                 # one fused kernel on CUDA, the same chain of in-place ufuncs on the CPU (backend/kernels.py)
-                sgd_momentum_(a, d, buf.data, momentum, dampening, -lr, first, nesterov, T)
+                sgd_momentum_(a, d, buf._data, momentum, dampening, -lr, first, nesterov, T)
             else:
                 np.multiply(d, -lr, out=T)
                 a += T
