@@ -1,5 +1,6 @@
-"""Convolutions, unfold/fold, pad and interpolate (ember/ops/nn_conv.py) and the conv layers (ember/nn/modules/conv.py):
-gradients (gradcheck + gradgradcheck), PyTorch parity in float64 and float32, layers with copied weights, errors."""
+"""Convolutions, unfold/fold, pad and interpolate (ember/ops/nn_conv.py, nn_fold.py, nn_pad.py, nn_interpolate.py)
+and the conv layers (ember/nn/modules/conv.py): gradients (gradcheck + gradgradcheck), PyTorch parity in float64
+and float32, layers with copied weights, errors."""
 import math
 
 import numpy as np
@@ -491,8 +492,9 @@ def test_interpolate_bad_arguments():
         F.interpolate(x, scale_factor=0.2)
 
 
-# ---------------------------------------------------------------------- fast paths (ember/ops/nn_conv.py internals)
+# ---------------------------------------------------------------------- fast paths (nn_conv.py, windows.py internals)
 from ember.ops import nn_conv as _nc  # noqa: E402
+from ember.ops import windows as _windows  # noqa: E402
 
 # stride-1 convolutions whose input gradient (the convolution of the padded gradient with the flipped kernel)
 # or whose no-grad forward takes the "wide rows" im2col; (input, weight, kwargs)
@@ -509,8 +511,8 @@ WIDE = [
 def test_wide_rows_cases_take_the_fast_path(monkeypatch, xs, ws, kw):
     """The input gradient of each WIDE case builds its columns with wide rows (so the cases below test that path)."""
     taken = []
-    wide_rows = _nc._wide_rows
-    monkeypatch.setattr(_nc, "_wide_rows", lambda *a: taken.append(wide_rows(*a)) or taken[-1])
+    wide_rows = _nc.wide_rows
+    monkeypatch.setattr(_nc, "wide_rows", lambda *a: taken.append(wide_rows(*a)) or taken[-1])
     op = "conv1d" if len(ws) == 3 else "conv2d"
     x = ember.tensor(rand(*xs, seed=1), requires_grad=True)
     getattr(F, op)(x, ember.tensor(rand(*ws, seed=2)), **kw).sum().backward()
@@ -565,7 +567,7 @@ def test_chunked_columns_match_torch(monkeypatch, per_chunk, xs, ws, kw):
     and weight gradients (from the kept columns) equal PyTorch's; a second backward (columns rebuilt) the first's."""
     x, w, b = rand(*xs, seed=1), rand(*ws, seed=2), rand(ws[0], seed=3)
     out_hw = TF.conv2d(torch.tensor(x), torch.tensor(w), **kw).shape[2:]
-    monkeypatch.setattr(_nc, "_CHUNK_BYTES", per_chunk * xs[1] * ws[2] * ws[3] * out_hw[0] * out_hw[1] * 8)
+    monkeypatch.setattr(_windows, "_CHUNK_BYTES", per_chunk * xs[1] * ws[2] * ws[3] * out_hw[0] * out_hw[1] * 8)
     compare_torch(_fn(F, "conv2d", kw), _fn(TF, "conv2d", kw), x, w, b)
     ex, ew = ember.tensor(x, requires_grad=True), ember.tensor(w, requires_grad=True)
     y = F.conv2d(ex, ew, ember.tensor(b), **kw)
@@ -584,10 +586,10 @@ def test_wide_rows_equal_plain_columns(monkeypatch):
     float32."""
     x = rand(5, 8, 7, 12, seed=1, dtype=np.float32)
     w, b = rand(2, 8, 3, 3, seed=2, dtype=np.float32), rand(2, seed=3, dtype=np.float32)
-    win = _nc.Win((3, 3), (1, 1), (1, 1), ((1, 1), (1, 1)))
-    assert _nc._wide_rows(x.shape, win, (7, 12), 2)
+    win = _windows.Win((3, 3), (1, 1), (1, 1), ((1, 1), (1, 1)))
+    assert _windows.wide_rows(x.shape, win, (7, 12), 2)
     wide, _ = _nc._conv(x, w, b, win, 1)
-    monkeypatch.setattr(_nc, "_wide_rows", lambda *a: False)
+    monkeypatch.setattr(_nc, "wide_rows", lambda *a: False)
     plain, _ = _nc._conv(x, w, b, win, 1)
     assert wide.dtype == np.float32 and wide.shape == (5, 2, 7, 12)
     np.testing.assert_allclose(wide, plain, rtol=1e-6, atol=1e-6)

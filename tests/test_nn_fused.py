@@ -16,7 +16,7 @@ import ember.nn.functional as F
 from ember import backend
 from ember.cli.models import build_model
 from ember.nn.modules import _fusion
-from ember.ops import nn_conv, nn_fused
+from ember.ops import nn_conv, nn_fused, windows
 from ember.ops.nn_fused import conv2d_relu_max_pool2d
 
 # PyTorch warns that it copies the input for padding='same' with even kernels
@@ -150,7 +150,7 @@ def test_grid_covers_both_column_layouts_and_dropped_rows():
     assert last == {True, False}
     dropped = whole = 0
     for c, k, s, p, d, pool, bias, (h, w) in GRID:
-        win = nn_conv._conv_win("conv2d", (h, w), (k, k), s, p, d)
+        win = nn_conv.conv_win("conv2d", (h, w), (k, k), s, p, d)
         oh, ow = win.out((h, w))
         ph, pw = _pair(pool)
         assert oh >= ph and ow >= pw
@@ -220,16 +220,16 @@ CHUNKED = [  # (C, k, stride, padding, pool, H, W): channel-first/last, tourname
 @pytest.mark.parametrize("c,k,s,p,pool,h,w", CHUNKED, ids=[str(c) for c in CHUNKED])
 def test_fused_many_image_chunks(monkeypatch, c, k, s, p, pool, h, w, requires, images_per_chunk, dtype):
     n = 5  # chunks of 1 (five) or of 2 (2, 2, 1: a short last chunk)
-    win = nn_conv._conv_win("conv2d", (h, w), (k, k), s, p, 1)
+    win = nn_conv.conv_win("conv2d", (h, w), (k, k), s, p, 1)
     oh, ow = win.out((h, w))
     ph, pw = _pair(pool)
     per = _per_image_bytes(c, k, pool, (oh // ph, ow // pw), np.dtype(dtype).itemsize)
-    monkeypatch.setattr(nn_conv, "_CHUNK_BYTES", per * images_per_chunk)
-    assert nn_conv._chunk(n, per) == images_per_chunk
+    monkeypatch.setattr(windows, "_CHUNK_BYTES", per * images_per_chunk)
+    assert windows.chunk(n, per) == images_per_chunk
     x, wt, b = rand(n, c, h, w, seed=16), rand(3, c, k, k, seed=17), rand(3, seed=18)
     val, grads = _compare(x, wt, b, s, p, 1, pool, dtype, requires=requires)
     # the same as one chunk holding all images
-    monkeypatch.setattr(nn_conv, "_CHUNK_BYTES", 1 << 30)
+    monkeypatch.setattr(windows, "_CHUNK_BYTES", 1 << 30)
     _, one, one_grads = _run("ember", lambda *t: conv2d_relu_max_pool2d(*t, s, p, 1, pool),
                              [x.astype(dtype), wt.astype(dtype), b.astype(dtype)], requires)
     _close(val, one, dtype)
@@ -686,7 +686,7 @@ def test_no_grad_output_equals_grad_path(c, pool):
 @pytest.mark.parametrize("c,s,pool", [(3, 1, 2), (16, 1, 2), (3, 2, (2, 3)), (16, 1, 3)])
 def test_retain_graph_second_backward_same_gradients(monkeypatch, c, s, pool, images_per_chunk):
     if images_per_chunk:
-        monkeypatch.setattr(nn_conv, "_CHUNK_BYTES", 1)
+        monkeypatch.setattr(windows, "_CHUNK_BYTES", 1)
     ts = [leaf(rand(3, c, 9, 10, seed=53)), leaf(rand(4, c, 3, 3, seed=54)), leaf(rand(4, seed=55))]
     y = conv2d_relu_max_pool2d(*ts, s, 1, 1, pool)
     cot = dev(rand(*y.shape, seed=56))
@@ -802,7 +802,7 @@ def test_bad_pool_is_a_runtime_error(pool):
 @pytest.mark.parametrize("c,s,pool", [(3, 1, 2), (16, 1, 2), (3, 2, (2, 3)), (16, 1, 3)])
 def test_cuda_matches_cpu_values_gradients_and_routing(monkeypatch, cuda, c, s, pool):
     # the CPU path in chunks of one image; the device path takes the whole batch as one chunk
-    monkeypatch.setattr(nn_conv, "_CHUNK_BYTES", 1)
+    monkeypatch.setattr(windows, "_CHUNK_BYTES", 1)
     x, w, b = _ties(3, c, 9, 10, 4, 3, seed=62)
     x[1, 0, 2, 3] = np.nan
     cot = rand(*conv2d_relu_max_pool2d(leaf(x), leaf(w), leaf(b), s, 1, 1, pool).shape, seed=63)

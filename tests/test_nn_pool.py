@@ -225,7 +225,7 @@ def test_max_pool_backward_with_inf_gradient_matches_torch():
 
 
 # ---------------------------------------------------------------------- chunks of images (nn_pool internals)
-from ember.ops import nn_conv as _nc  # noqa: E402
+from ember.ops import windows as _windows  # noqa: E402
 
 CHUNKED = [
     ((5, 3, 6, 8), dict(kernel_size=2)),  # windows tile the input: the gradient buffer needs no zeroing
@@ -243,7 +243,7 @@ def test_max_pool2d_in_chunks_of_images(monkeypatch, xs, kw, dtype):
     """Two images per chunk, the batch no multiple of it: values, indices and gradients equal PyTorch's, with
     ties (ReLU zeros: the first maximum) and NaNs in the last chunk."""
     n, c, h, w = xs
-    monkeypatch.setattr(_nc, "_CHUNK_BYTES", 2 * c * (h + 2) * (w + 2) * np.dtype(dtype).itemsize)
+    monkeypatch.setattr(_windows, "_CHUNK_BYTES", 2 * c * (h + 2) * (w + 2) * np.dtype(dtype).itemsize)
     x = np.maximum(rand(*xs, seed=7, dtype=dtype), 0)
     x[-1, 0, 0, :2] = np.nan
     with_idx = dict(kw, return_indices=True)
@@ -265,7 +265,7 @@ def test_max_pool2d_gradient_in_chunks_equals_one_chunk(monkeypatch):
         return y.detach().numpy(), ex.grad.numpy()
 
     y1, g1 = run()
-    monkeypatch.setattr(_nc, "_CHUNK_BYTES", 3 * 2 * 8 * 6 * 4)
+    monkeypatch.setattr(_windows, "_CHUNK_BYTES", 3 * 2 * 8 * 6 * 4)
     y3, g3 = run()
     assert y3.dtype == g3.dtype == np.float32
     np.testing.assert_array_equal(y1, y3)

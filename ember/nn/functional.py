@@ -5,7 +5,10 @@ The ops themselves live in `ember/ops/nn_*.py`, beside the rest of the op librar
 from ..ops.nn_activation import *  # noqa: F401,F403
 from ..ops.nn_attention import *  # noqa: F401,F403
 from ..ops.nn_conv import *  # noqa: F401,F403
+from ..ops.nn_fold import *  # noqa: F401,F403
+from ..ops.nn_interpolate import *  # noqa: F401,F403
 from ..ops.nn_loss import *  # noqa: F401,F403
 from ..ops.nn_misc import *  # noqa: F401,F403
 from ..ops.nn_norm import *  # noqa: F401,F403
+from ..ops.nn_pad import *  # noqa: F401,F403
 from ..ops.nn_pool import *  # noqa: F401,F403

@@ -14,12 +14,16 @@ import numpy as np
 
 from .. import backend
 from .._tensor import Tensor, make
-from ..autograd.function import Op, _new, _record
+from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
 from .indexing import Take
 from .linalg import matmul
-from .nn_conv import Conv, Win, _chunk, _tensor, ntuple, pad_hw
+from .nn_args import ntuple, tensor_arg
+from .nn_conv import Conv
 from .shape import View
+from .windows import Win, chunk, pad_hw
+
+_new = object.__new__
 
 __all__ = ["max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d"]
 
@@ -67,7 +71,7 @@ def _unbatch(t: Tensor, batched: bool) -> Tensor:
 
 
 # ---------------------------------------------------------------------- max pooling
-def _argmax_scan(views: list, need_idx: bool, y: np.ndarray, idx: np.ndarray | None) -> None:
+def argmax_scan(views: list, need_idx: bool, y: np.ndarray, idx: np.ndarray | None) -> None:
     """Running maximum over equally shaped arrays (the window entries, in row-major kernel order) into y
     and, if asked, the position of PyTorch's pick into idx: the first maximum, or the last NaN when there is one."""
     if not need_idx:
@@ -101,7 +105,7 @@ def _argmax_scan(views: list, need_idx: bool, y: np.ndarray, idx: np.ndarray | N
             np.maximum(m, v, out=m)
 
 
-def _index_dtype(entries: int):
+def index_dtype(entries: int):
     """The dtype of window entry numbers 0 .. entries-1."""
     return np.uint8 if entries <= 256 else np.int32
 
@@ -125,13 +129,13 @@ class MaxPool(Op):
         ohw = win.out(x.shape[2:])
         am = backend.array_module(x)
         y = am.empty((n, c) + ohw, x.dtype)
-        self.idx = am.empty(y.shape, _index_dtype(win.k[0] * win.k[1])) if need_idx else None
+        self.idx = am.empty(y.shape, index_dtype(win.k[0] * win.k[1])) if need_idx else None
         # chunks of images, so that the kh·kw strided passes over a chunk read it from cache, not memory
         # (one thread, batch 1000: W3's first pool 11.0 -> 6.5 ms without indices, 23 -> 12 ms with them)
-        nc = _chunk(n, c * x.shape[2] * x.shape[3] * x.itemsize)
+        nc = chunk(n, c * x.shape[2] * x.shape[3] * x.itemsize)
         for n0 in range(0, n, nc):
             xp = pad_hw(x[n0:n0 + nc], win.p, _lowest(x.dtype))
-            _argmax_scan([xp[:, :, r, cs] for _, _, r, cs in win.offsets(ohw)], need_idx, y[n0:n0 + nc],
+            argmax_scan([xp[:, :, r, cs] for _, _, r, cs in win.offsets(ohw)], need_idx, y[n0:n0 + nc],
                          None if self.idx is None else self.idx[n0:n0 + nc])
         self.win, self.hw = win, x.shape[2:]
         return y
@@ -163,7 +167,7 @@ class PoolScatter(Op):
         finite = np.isfinite(g.sum())
         zero = g.dtype.type(0)
         # chunks of images, as in MaxPool, so the kh·kw strided writes of a chunk stay in cache
-        nc = _chunk(n, c * hp * wp * g.itemsize)
+        nc = chunk(n, c * hp * wp * g.itemsize)
         for n0 in range(0, n, nc):
             gc, ic = g[n0:n0 + nc], idx[n0:n0 + nc]
             buf = (am.empty if tiled else am.zeros)((len(gc), c, hp, wp), g.dtype) if padded else out[n0:n0 + nc]
@@ -217,12 +221,11 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
                return_indices: bool = False):
     """Maximum over (dilated, strided) kH x kW windows of the input padded with -inf. With return_indices, also
     the int64 index of each maximum as a flat position in its input plane (PyTorch's convention)."""
-    x, batched = _as_4d("max_pool2d", _tensor(input, "max_pool2d", "input", 1))
+    x, batched = _as_4d("max_pool2d", tensor_arg(input, "max_pool2d", "input", 1))
     win, _ = _pool_win("max_pool2d", x.shape[2:], kernel_size, stride, padding, dilation, ceil_mode)
-    record = x._requires_grad and MODE.grad
     node = _new(MaxPool)
-    out = node.forward(x.data, win, record or return_indices)
-    y = _unbatch(_record(node, (x,), out) if record else make(out), batched)
+    # the argmax indices are kept when backward or the caller needs them
+    y = _unbatch(dispatch(node, (x,), (x._data, win, return_indices or (x._requires_grad and MODE.grad))), batched)
     if return_indices:
         return y, _unbatch(make(_plane_indices(node.idx, win, x.shape[2:])), batched)
     return y
@@ -242,16 +245,16 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
                count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
     """Mean over kH x kW windows: Σ window / divisor, the divisor being divisor_override, or the window's size
     (counting the zero padding when count_include_pad, never the part beyond it that ceil_mode adds)."""
-    x, batched = _as_4d("avg_pool2d", _tensor(input, "avg_pool2d", "input", 1))
-    if x.data.dtype.kind != "f":
+    x, batched = _as_4d("avg_pool2d", tensor_arg(input, "avg_pool2d", "input", 1))
+    if x._data.dtype.kind != "f":
         raise RuntimeError(f"avg_pool2d(): needs a floating-point input, got {x.dtype}")
     win, (oh, ow) = _pool_win("avg_pool2d", x.shape[2:], kernel_size, stride, padding, 1, ceil_mode)
     if divisor_override is not None and divisor_override <= 0:
         raise RuntimeError(f"avg_pool2d(): divisor must be not zero, got divisor_override={divisor_override}")
     n, c, h, w = x.shape
     # the window sums: a 1-channel convolution of every plane with a kernel of ones (one GEMM)
-    am = backend.array_module(x.data)
-    ones = make(am.ones((1, 1) + win.k, x.data.dtype))
+    am = backend.array_module(x._data)
+    ones = make(am.ones((1, 1) + win.k, x._data.dtype))
     sums = View.apply(Conv.apply(View.apply(x, (n * c, 1, h, w)), ones, None, win, 1), (n, c, oh, ow))
     if divisor_override is not None:
         y = sums / divisor_override
@@ -259,7 +262,7 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
         dh = _window_sizes(h, oh, win.k[0], win.s[0], win.p[0][0], count_include_pad)
         dw = _window_sizes(w, ow, win.k[1], win.s[1], win.p[1][0], count_include_pad)
         div = np.multiply.outer(dh, dw)
-        y = sums / (int(div[0, 0]) if (div == div[0, 0]).all() else make(am.asarray(div.astype(x.data.dtype))))
+        y = sums / (int(div[0, 0]) if (div == div[0, 0]).all() else make(am.asarray(div.astype(x._data.dtype))))
     return _unbatch(y, batched)
 
 
@@ -292,23 +295,23 @@ def _avg_matrix(n: int, o: int, dtype) -> np.ndarray:
 def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     """Average over PyTorch's adaptive bins, giving output_size (int, pair, None = input size). Separable: y =
     A_h · x · A_wᵀ with per-axis averaging matrices (two GEMMs); the mean for a (1, 1) output."""
-    x = _tensor(input, "adaptive_avg_pool2d", "input", 1)
+    x = tensor_arg(input, "adaptive_avg_pool2d", "input", 1)
     if x.ndim not in (3, 4) or any(n == 0 for n in x.shape[-2:]):
         raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D input with non-zero spatial sizes, but got "
                            f"input of size {list(x.shape)}")
-    if x.data.dtype.kind != "f":
+    if x._data.dtype.kind != "f":
         raise RuntimeError(f"adaptive_avg_pool2d(): needs a floating-point input, got {x.dtype}")
-    (h, w), dtype = x.shape[-2:], x.data.dtype
+    (h, w), dtype = x.shape[-2:], x._data.dtype
     oh, ow = _adaptive_size("adaptive_avg_pool2d", output_size, (h, w))
     if (oh, ow) == (1, 1):
         return x.mean((-2, -1), keepdim=True)
-    am = backend.array_module(x.data)  # the small averaging matrices are built on the host, then moved
+    am = backend.array_module(x._data)  # the small averaging matrices are built on the host, then moved
     return matmul(make(am.asarray(_avg_matrix(h, oh, dtype))), matmul(x, make(am.asarray(_avg_matrix(w, ow, dtype).T.copy()))))
 
 
 def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):
     """Maximum over PyTorch's adaptive bins; with return_indices also the flat in-plane int64 indices."""
-    x, batched = _as_4d("adaptive_max_pool2d", _tensor(input, "adaptive_max_pool2d", "input", 1))
+    x, batched = _as_4d("adaptive_max_pool2d", tensor_arg(input, "adaptive_max_pool2d", "input", 1))
     n, c, h, w = x.shape
     oh, ow = _adaptive_size("adaptive_max_pool2d", output_size, (h, w))
     if oh == 0 or ow == 0:
@@ -319,11 +322,11 @@ def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False
         start, end = _bins(size, o)
         k = int((end - start).max())
         out.append(np.minimum(start[:, None] + np.arange(k), end[:, None] - 1))  # (o, k)
-    am = backend.array_module(x.data)  # the bin indices are built on the host, then moved
+    am = backend.array_module(x._data)  # the bin indices are built on the host, then moved
     ih, iw = am.asarray(idx_h[0]), am.asarray(idx_w[0])
-    g = x.data[:, :, ih[:, :, None, None], iw[None, None, :, :]]  # (N, C, OH, KH, OW, KW)
-    code = am.empty((n, c, oh, ow), _index_dtype(ih.shape[1] * iw.shape[1]))
-    _argmax_scan([g[:, :, :, a, :, b] for a in range(ih.shape[1]) for b in range(iw.shape[1])], True,
+    g = x._data[:, :, ih[:, :, None, None], iw[None, None, :, :]]  # (N, C, OH, KH, OW, KW)
+    code = am.empty((n, c, oh, ow), index_dtype(ih.shape[1] * iw.shape[1]))
+    argmax_scan([g[:, :, :, a, :, b] for a in range(ih.shape[1]) for b in range(iw.shape[1])], True,
                  am.empty(code.shape, g.dtype), code)
     a, b = np.divmod(code.astype(np.int64), iw.shape[1])
     plane = ih[am.arange(oh)[:, None], a] * w + iw[am.arange(ow), b]  # flat in-plane index of each maximum

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from ..._tensor import Tensor
-from ...ops.nn_conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, pad
+from ...ops.nn_conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d
+from ...ops.nn_pad import pad
 from .. import init
-from .linear import _register_weight_and_bias
+from .linear import register_weight_and_bias
 from .module import Module
 
 __all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
@@ -67,7 +68,7 @@ class _ConvNd(Module):
             self._reversed_padding_repeated_twice = [p for p in reversed(padding) for _ in range(2)]
         shape = ((in_channels, out_channels // groups) if self._transposed else
                  (out_channels, in_channels // groups)) + self.kernel_size
-        _register_weight_and_bias(self, shape, out_channels if bias else None, dtype, device)
+        register_weight_and_bias(self, shape, out_channels if bias else None, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
