@@ -10,7 +10,8 @@ the closed form
     gM = gS,
 
 with the softmax backward fused into the product. A row whose keys are all masked out gives P = 0 there (an output of
-zeros and zero gradients), as PyTorch's CPU kernels do. With create_graph the same formulas are built from ember ops.
+zeros and zero gradients), as PyTorch's CPU kernels do. `backward` builds these formulas from ember ops (P recomputed,
+so they differentiate again); `fast_backward`, used when no graph of the backward is wanted, computes them on the arrays.
 """
 from __future__ import annotations
 
@@ -21,10 +22,9 @@ import numpy as np
 from .. import backend
 from .._tensor import Tensor, make
 from ..autograd.function import Op
-from ..autograd.grad_mode import MODE
 from .arithmetic import ones_vector, sum_array, sum_to, where
 from .linalg import matmul
-from .nn_activation import _check_p, _mask, dropout, softmax
+from .nn_activation import check_dropout_p, dropout_mask, dropout, softmax
 from .nn_misc import linear
 from .shape import cat
 
@@ -80,10 +80,47 @@ class Attention(Op):
         return np.matmul(pd, v)
 
     def backward(self, gz, q, k, v, mask, drop, scale):
-        if MODE.grad:
-            return _attention_grad_graph(self, gz, q, k, v, mask, drop, scale)
-        g, p, pd = gz.data, self.p, self.pd
-        qa, ka, va = q.data, k.data, v.data
+        """With S = q·kᵀ·scale + M, P = softmax(S) along the keys (0 on rows whose keys are all masked) and D the
+        dropout mask:
+
+            gv = (P ⊙ D)ᵀ·g,   gP = (g·vᵀ) ⊙ D,   gS = P ⊙ (gP − Σ_keys gP ⊙ P),
+            gq = gS·k·scale,   gk = gSᵀ·q·scale,   gM = gS,
+
+        each summed back to its input's shape (broadcast batch dims). P is recomputed from q, k and M by ember ops,
+        so the gradients differentiate again."""
+        s = matmul(q, k.transpose(-2, -1)) * scale
+        if mask is not None:
+            s = s + (mask if isinstance(mask, Tensor) else make(mask))
+        dead = self.dead
+        if dead is not None:  # fully masked rows: keep them finite (and their gradient zero) instead of NaN
+            live = make(backend.array_module(dead).broadcast_to(~dead, s.shape))
+            s = where(live, s, 0.0)
+        p = softmax(s, -1)
+        if dead is not None:
+            p = where(live, p, 0.0)
+        dm = None if drop is None else make(drop)
+        pd = p if dm is None else p * dm
+        gq = gk = gv = gm = None
+        if self.needs(2):
+            gv = sum_to(matmul(pd.transpose(-2, -1), gz), v.shape)
+        if self.needs(0) or self.needs(1) or self.needs(3):
+            gp = matmul(gz, v.transpose(-2, -1))
+            if dm is not None:
+                gp = gp * dm
+            gs = p * (gp - (gp * p).sum(-1, keepdim=True))
+            if self.needs(3):
+                gm = sum_to(gs, mask.shape)
+            if self.needs(0):
+                gq = sum_to(matmul(gs, k) * scale, q.shape)
+            if self.needs(1):
+                gk = sum_to(matmul(gs.transpose(-2, -1), q) * scale, k.shape)
+        return gq, gk, gv, gm, None, None
+
+    def fast_backward(self, gz, q, k, v, mask, drop, scale):
+        """backward's formulas on the arrays, from the P and P ⊙ D that forward kept (backward recomputes P from
+        q, k and the mask), with the softmax backward fused in place."""
+        g, p, pd = gz._data, self.p, self.pd
+        qa, ka, va = q._data, k._data, v._data
         gq = gk = gv = gm = None
         if self.needs(2):
             gv = make(_reduce_to(np.matmul(_t(pd), g), va.shape))
@@ -103,37 +140,6 @@ class Attention(Op):
         if self.needs(1):
             gk = make(_reduce_to(np.matmul(_t(gs), qa), ka.shape))
         return gq, gk, gv, gm, None, None
-
-
-def _attention_grad_graph(node: Attention, gz, q, k, v, mask, drop, scale):
-    """Attention's backward as ember ops on the inputs (for create_graph=True)."""
-    s = matmul(q, k.transpose(-2, -1)) * scale
-    if mask is not None:
-        s = s + (mask if isinstance(mask, Tensor) else make(mask))
-    dead = node.dead
-    if dead is not None:  # fully masked rows: keep them finite (and their gradient zero) instead of NaN
-        live = make(backend.array_module(dead).broadcast_to(~dead, s.shape))
-        s = where(live, s, 0.0)
-    p = softmax(s, -1)
-    if dead is not None:
-        p = where(live, p, 0.0)
-    dm = None if drop is None else make(drop)
-    pd = p if dm is None else p * dm
-    gq = gk = gv = gm = None
-    if node.needs(2):
-        gv = sum_to(matmul(pd.transpose(-2, -1), gz), v.shape)
-    if node.needs(0) or node.needs(1) or node.needs(3):
-        gp = matmul(gz, v.transpose(-2, -1))
-        if dm is not None:
-            gp = gp * dm
-        gs = p * (gp - (gp * p).sum(-1, keepdim=True))
-        if node.needs(3):
-            gm = sum_to(gs, mask.shape)
-        if node.needs(0):
-            gq = sum_to(matmul(gs, k) * scale, q.shape)
-        if node.needs(1):
-            gk = sum_to(matmul(gs.transpose(-2, -1), q) * scale, k.shape)
-    return gq, gk, gv, gm, None, None
 
 
 def _dtype_name(d) -> str:
@@ -160,17 +166,17 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         if t.dim() < 2:
             raise RuntimeError(f"scaled_dot_product_attention(): {name} must have at least 2 dimensions "
                                f"(..., seq, features), got shape {list(t.shape)}")
-    backend.check_same_device("scaled_dot_product_attention", [query.data, key.data, value.data] + (
-        [attn_mask.data] if isinstance(attn_mask, Tensor) else []))
-    qd = query.data.dtype
-    if key.data.dtype != qd or value.data.dtype != qd:
+    backend.check_same_device("scaled_dot_product_attention", [query._data, key._data, value._data] + (
+        [attn_mask._data] if isinstance(attn_mask, Tensor) else []))
+    qd = query._data.dtype
+    if key._data.dtype != qd or value._data.dtype != qd:
         raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got query.dtype: "
-                           f"{_dtype_name(qd)} key.dtype: {_dtype_name(key.data.dtype)} and value.dtype: "
-                           f"{_dtype_name(value.data.dtype)} instead.")
+                           f"{_dtype_name(qd)} key.dtype: {_dtype_name(key._data.dtype)} and value.dtype: "
+                           f"{_dtype_name(value._data.dtype)} instead.")
     if qd.kind != "f":
         raise RuntimeError(f"scaled_dot_product_attention(): expected floating-point query, key and value, got "
                            f"{_dtype_name(qd)}")
-    p = _check_p(dropout_p, "scaled_dot_product_attention")
+    p = check_dropout_p(dropout_p, "scaled_dot_product_attention")
     qs, ks, vs = query.shape, key.shape, value.shape
     if ks[-1] != qs[-1]:
         raise RuntimeError(f"scaled_dot_product_attention(): query and key must have the same feature size (last "
@@ -199,7 +205,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         if not isinstance(attn_mask, Tensor):
             raise TypeError(f"scaled_dot_product_attention(): attn_mask must be Tensor or None, not "
                             f"{type(attn_mask).__name__}")
-        md = attn_mask.data.dtype
+        md = attn_mask._data.dtype
         if md != np.bool_ and md != qd:
             raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query dtype, but got "
                                f"attn_mask.dtype: {_dtype_name(md)} and  query.dtype: {_dtype_name(qd)} instead.")
@@ -211,14 +217,14 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
             raise RuntimeError(f"scaled_dot_product_attention(): attn_mask of shape {list(attn_mask.shape)} does not "
                                f"broadcast to the attention scores' shape {list(s_shape)} (..., L, S)")
         if md == np.bool_:
-            mask = backend.array_module(attn_mask.data).where(attn_mask.data, qd.type(0), qd.type(-np.inf))
+            mask = backend.array_module(attn_mask._data).where(attn_mask._data, qd.type(0), qd.type(-np.inf))
         else:
-            mask = attn_mask if attn_mask._requires_grad else attn_mask.data
+            mask = attn_mask if attn_mask._requires_grad else attn_mask._data
     elif is_causal:
-        am = backend.array_module(query.data)
+        am = backend.array_module(query._data)
         mask = am.where(am.tri(qs[-2], ks[-2], dtype=bool), qd.type(0), qd.type(-np.inf))
-    dev = backend.CPU if query.data.__class__ is np.ndarray else backend.device_of(query.data)
-    drop = _mask(s_shape, p, qd, dev) if p > 0 else None
+    dev = backend.CPU if query._data.__class__ is np.ndarray else backend.device_of(query._data)
+    drop = dropout_mask(s_shape, p, qd, dev) if p > 0 else None
     sc = 1.0 / math.sqrt(qs[-1]) if scale is None else float(scale)
     return Attention.apply(query, key, value, mask, drop, sc)
 
@@ -236,7 +242,7 @@ def _float_mask(mask: Tensor | None, name: str, dtype) -> np.ndarray | None:
         return None
     if not isinstance(mask, Tensor):
         raise TypeError(f"multi_head_attention_forward(): {name} must be Tensor or None, not {type(mask).__name__}")
-    m = mask.data
+    m = mask._data
     if m.dtype == np.bool_:
         return backend.array_module(m).where(m, dtype.type(-np.inf), dtype.type(0))
     if m.dtype.kind != "f":
@@ -254,13 +260,13 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
     (PyTorch's F.multi_head_attention_forward; static_k/static_v are not supported)."""
     if static_k is not None or static_v is not None:
         raise NotImplementedError("multi_head_attention_forward(): static_k/static_v are not supported by ember")
-    return _multi_head_attention(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+    return multi_head_attention(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
                                  bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training,
                                  key_padding_mask, need_weights, attn_mask, use_separate_proj_weight, q_proj_weight,
                                  k_proj_weight, v_proj_weight, average_attn_weights, is_causal, False)
 
 
-def _multi_head_attention(query, key, value, embed_dim, num_heads, in_proj_weight, in_proj_bias, bias_k, bias_v,
+def multi_head_attention(query, key, value, embed_dim, num_heads, in_proj_weight, in_proj_bias, bias_k, bias_v,
                           add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training=True,
                           key_padding_mask=None, need_weights=True, attn_mask=None, use_separate_proj_weight=False,
                           q_proj_weight=None, k_proj_weight=None, v_proj_weight=None, average_attn_weights=True,
@@ -274,8 +280,8 @@ def _multi_head_attention(query, key, value, embed_dim, num_heads, in_proj_weigh
         raise AssertionError(f"MultiheadAttention: query, key and value must all be 3-D (batched) or all 2-D "
                              f"(unbatched), got query {list(query.shape)}, key {list(key.shape)} and value "
                              f"{list(value.shape)}")
-    if query.data.dtype.kind != "f":
-        raise RuntimeError(f"MultiheadAttention: expected a floating-point query, got {_dtype_name(query.data.dtype)}")
+    if query._data.dtype.kind != "f":
+        raise RuntimeError(f"MultiheadAttention: expected a floating-point query, got {_dtype_name(query._data.dtype)}")
     if key.shape[:-1] != value.shape[:-1]:
         raise AssertionError(f"key shape {list(key.shape)} does not match value shape {list(value.shape)}")
     if query.shape[-1] != embed_dim:
@@ -304,7 +310,7 @@ def _multi_head_attention(query, key, value, embed_dim, num_heads, in_proj_weigh
     hd = e // h
     if hd * h != e:
         raise AssertionError(f"embed_dim {e} not divisible by num_heads {h}")
-    dtype = query.data.dtype
+    dtype = query._data.dtype
     # masks, checked against the unpadded key length as PyTorch does
     am = _float_mask(attn_mask, "attn_mask", dtype)
     if am is not None:
@@ -347,7 +353,7 @@ def _multi_head_attention(query, key, value, embed_dim, num_heads, in_proj_weigh
     k = k.reshape(n, s, h, hd).transpose(1, 2)
     v = v.reshape(n, s, h, hd).transpose(1, 2)
     if add_zero_attn:
-        z = make(backend.array_module(q.data).zeros((n, h, 1, hd), dtype))
+        z = make(backend.array_module(q._data).zeros((n, h, 1, hd), dtype))
         k, v = cat([k, z], 2), cat([v, z], 2)
         am, kpm = _pad_key(am), _pad_key(kpm)
         s += 1

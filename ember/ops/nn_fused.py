@@ -30,13 +30,15 @@ import numpy as np
 
 from ..backend import array_module, check_same_device
 from .._tensor import Tensor, make
-from ..autograd.function import Op, _new, _record
+from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
 from .arithmetic import ones_vector
-from .nn_conv import (ChannelSum, ConvTranspose, ConvWeightGrad, Win, _chunk, _conv_inputs, _conv_transpose,
-                      _conv_win)
-from .nn_pool import PoolScatter, _argmax_scan, _index_dtype
-from .unary import ReluGrad, _relu_mask
+from .nn_conv import ChannelSum, ConvTranspose, ConvWeightGrad, conv_inputs, conv_transpose_array, conv_win
+from .nn_pool import PoolScatter, argmax_scan, index_dtype
+from .unary import ReluGrad, relu_mask
+from .windows import Win, chunk, strided_at
+
+_new = object.__new__
 
 __all__ = ["conv2d_relu_max_pool2d"]
 
@@ -55,15 +57,6 @@ def _channels_last(c: int, kw: int) -> bool:
     return c * kw >= 16
 
 
-def _strided(base: np.ndarray, offset: int, shape: tuple, strides: tuple, xp=np) -> np.ndarray:
-    """A view of the C-contiguous array `base` from byte `offset` on (np.ndarray on its buffer: ~1 µs, where
-    as_strided takes ~10 µs, which adds up over the slots and chunks of every step). On a device (xp not numpy),
-    as_strided on the flat view starting at `offset`."""
-    if xp is np:
-        return np.ndarray(shape, base.dtype, buffer=base, offset=offset, strides=strides)
-    return xp.lib.stride_tricks.as_strided(base.reshape(-1)[offset // base.itemsize:], shape, strides)
-
-
 def _fill_cols(cols: np.ndarray, xp: np.ndarray, win: Win, pool: tuple, q: tuple, at: slice, last: bool,
                am=np) -> None:
     """The im2col columns of each slot for the images of the padded chunk xp (a C-contiguous array), into
@@ -77,16 +70,17 @@ def _fill_cols(cols: np.ndarray, xp: np.ndarray, win: Win, pool: tuple, q: tuple
         m, c = xp.shape[0], xp.shape[3]
         sn, sh, sw, sc = xp.strides
         for s, a, b in _slot_offsets(pool):
-            v = _strided(xp, a * th * sh + b * tw * sw, (m,) + q + (kh, kw, c),
+            v = strided_at(xp, a * th * sh + b * tw * sw, (m,) + q + (kh, kw, c),
                          (sn, sh * th * ph, sw * tw * pw, sh * dh, sw * dw, sc), am)
             am.copyto(cols[s, at].reshape(v.shape), v)
         return
     m, c = xp.shape[:2]
     sn, sc, sh, sw = xp.strides
     for s, a, b in _slot_offsets(pool):
-        v = _strided(xp, a * th * sh + b * tw * sw, (c, kh, kw, m) + q,
+        v = strided_at(xp, a * th * sh + b * tw * sw, (c, kh, kw, m) + q,
                      (sc, sh * dh, sw * dw, sn, sh * th * ph, sw * tw * pw), am)
         am.copyto(cols[:, s, at].reshape(v.shape), v)
+
 
 
 def _tournament(z: list, y: np.ndarray, t: np.ndarray, u: np.ndarray, masks: tuple | None) -> None:
@@ -127,7 +121,7 @@ class ConvReluPool(Op):
         am = array_module(x)
         # images per chunk: their columns (all slots) take ~2 MiB, so each GEMM reads them from cache. On CUDA the
         # whole batch is one chunk: a GPU wants one large GEMM per slot, not many small launches
-        nc = _chunk(n, k * slots * ln * x.itemsize) if am is np else n
+        nc = chunk(n, k * slots * ln * x.itemsize) if am is np else n
         cn = (n if keep_cols else nc) * ln
         cols = am.empty((slots, cn, k) if last else (k, slots, cn), dtype)
         z = am.empty((slots, o, nc * ln), dtype)
@@ -137,7 +131,7 @@ class ConvReluPool(Op):
             t, u = am.empty_like(ymax), am.empty_like(ymax)
             route = tuple(am.empty((o, n * ln), bool) for _ in range(3)) if need_route else None
         else:
-            route = am.empty((o, n * ln), _index_dtype(slots)) if need_route else None
+            route = am.empty((o, n * ln), index_dtype(slots)) if need_route else None
         out = am.empty((n, o) + q, dtype)
         hp, wp = h + pt + pb, wd + pl + pr
         xpad = am.zeros((min(nc, n), hp, wp, c) if last else (min(nc, n), c, hp, wp), x.dtype)  # borders stay 0
@@ -158,7 +152,7 @@ class ConvReluPool(Op):
             if tree:
                 _tournament(zs, y, t[:, :m * ln], u[:, :m * ln], None if route is None else [r[:, part] for r in route])
             else:
-                _argmax_scan(zs, need_route, y, None if route is None else route[:, part])
+                argmax_scan(zs, need_route, y, None if route is None else route[:, part])
             dst = out[n0:n1].transpose(1, 0, 2, 3)  # (O, m, QH, QW) view of the (N, O, QH, QW) result
             if b is None:
                 am.copyto(dst, y.reshape(dst.shape))
@@ -166,7 +160,7 @@ class ConvReluPool(Op):
                 np.add(y.reshape(dst.shape), b.reshape(o, 1, 1, 1), out=dst)
             np.maximum(out[n0:n1], 0, out=out[n0:n1])
         # ReLU's mask, not the output: the result is the user's to modify in place, as max_pool2d's is
-        self.route, self.geom, self.live = route, (q, (oh, ow), last), _relu_mask(out) if need_route else None
+        self.route, self.geom, self.live = route, (q, (oh, ow), last), relu_mask(out) if need_route else None
         if keep_cols:
             self.cols = cols
         return out
@@ -197,12 +191,30 @@ class ConvReluPool(Op):
         return am.where(top, am.where(left, 0, 1), am.where(lbot, 2, 3)).astype(np.uint8)
 
     def backward(self, gz, x, w, b, win, pool, need_route, keep_cols):
-        if MODE.grad:  # create_graph: the same gradient from differentiable ops
-            return self._backward_graph(gz, x, w, b, win, pool)
+        """The chain rule through relu ∘ max_pool ∘ conv, each step one differentiable op of the unfused layers:
+        dy = gz where the output is positive (ReluGrad); dz = dy routed to each window's maximum, zero elsewhere
+        (PoolScatter, with the routing forward recorded); then the convolution's adjoints,
+        gx = conv_transpose(dz, w), gw = dz ⋆ x (ConvWeightGrad), gb = Σ_{n,h,w} dz."""
+        q, ohw, _ = self.geom
+        n, o = gz.shape[:2]
+        g = ReluGrad.apply(gz, make(self.live))  # gz where the mask is set
+        e = self._entry_numbers()
+        idx = array_module(e).ascontiguousarray(e.reshape(o, n, *q).transpose(1, 0, 2, 3))
+        dz = PoolScatter.apply(g, idx, Win(pool, pool, (1, 1), ((0, 0), (0, 0))), ohw)
+        gx = ConvTranspose.apply(dz, w, win, 1, x.shape[2:]) if self.needs(0) else None
+        gw = ConvWeightGrad.apply(x, dz, win, 1, w.shape) if self.needs(1) else None
+        gb = ChannelSum.apply(dz) if b is not None and self.needs(2) else None
+        return gx, gw, gb, None, None, None, None
+
+    def fast_backward(self, gz, x, w, b, win, pool, need_route, keep_cols):
+        """backward's gradients on the arrays: the ReLU mask and the routing applied to the pooled gradient per
+        window slot, then the weight gradient as one GEMM over the slot columns forward kept, and the input
+        gradient as a full convolution of the slot gradients scattered into a padded channel-last buffer (never
+        the full-size conv-output gradient PoolScatter builds)."""
         q, ohw, last = self.geom
         n, o = gz.shape[:2]
         slots, ln = pool[0] * pool[1], q[0] * q[1]
-        g = gz.data
+        g = gz._data
         am = array_module(g)
         # ReLU's mask and the transpose to channel-first in one pass
         gt = am.empty((o, n * ln), g.dtype)
@@ -212,7 +224,7 @@ class ConvReluPool(Op):
         if self.needs(1):
             cols = self.__dict__.pop("cols", None)  # used once: a second backward (retain_graph) rebuilds them
             if cols is None:
-                cols = self._rebuild_cols(x.data, win, pool, q, last, am)
+                cols = self._rebuild_cols(x._data, win, pool, q, last, am)
             dzm = dz.reshape(o, -1)
             if last:
                 kh, kw = win.k
@@ -224,9 +236,9 @@ class ConvReluPool(Op):
             # a GEMV with the host's cached ones vector; a device sums with its own reduction
             gb = make(gt @ ones_vector(gt.shape[1], gt.dtype) if am is np else gt.sum(1))
         if self.needs(0):
-            gx = _input_grad(dz, n, q, ohw, pool, w.data, win, x.shape[2:], am)
+            gx = _input_grad(dz, n, q, ohw, pool, w._data, win, x.shape[2:], am)
             if gx is None:
-                gx = _conv_transpose(self._scatter(dz, n, q, ohw, pool, am), w.data, win, 1, x.shape[2:])
+                gx = conv_transpose_array(self._scatter(dz, n, q, ohw, pool, am), w._data, win, 1, x.shape[2:])
             gx = make(gx)
         return gx, gw, gb, None, None, None, None
 
@@ -257,30 +269,16 @@ class ConvReluPool(Op):
         _fill_cols(cols, xp, win, pool, q, slice(None), last, am)
         return cols
 
-    def _backward_graph(self, gz, x, w, b, win, pool):
-        """conv → pool → ReLU's own backward ops, differentiable again (for create_graph)."""
-        q, ohw, _ = self.geom
-        n, o = gz.shape[:2]
-        g = ReluGrad.apply(gz, make(self.live))  # gz where the mask is set
-        e = self._entry_numbers()
-        idx = array_module(e).ascontiguousarray(e.reshape(o, n, *q).transpose(1, 0, 2, 3))
-        dz = PoolScatter.apply(g, idx, Win(pool, pool, (1, 1), ((0, 0), (0, 0))), ohw)
-        gx = ConvTranspose.apply(dz, w, win, 1, x.shape[2:]) if self.needs(0) else None
-        gw = ConvWeightGrad.apply(x, dz, win, 1, w.shape) if self.needs(1) else None
-        gb = ChannelSum.apply(dz) if b is not None and self.needs(2) else None
-        return gx, gw, gb, None, None, None, None
-
-
 def _input_grad(dz: np.ndarray, n: int, q: tuple, ohw: tuple, pool: tuple, w: np.ndarray, win: Win,
                 hw: tuple, am=np) -> np.ndarray | None:
     """The input gradient of a stride-1 convolution from the per-slot (O, slots, N·L) output gradient, as the full
     convolution of the channel-last, zero-padded output gradient with the flipped kernel; None where that does not
-    apply (strided, or padding beyond the kernel's extent: the caller uses _conv_transpose).
+    apply (strided, or padding beyond the kernel's extent: the caller uses conv_transpose_array).
 
     The slots are scattered straight into the padded channel-last buffer, im2col copies runs of kw·O entries,
     and the GEMM writes a channel-first (C, N, H, W) result, returned as its (N, C, H, W) transposed view:
     the layout the previous layer's backward reads (one thread, batch 128, W3's conv2 with the scatter: 5.6 -> 4.5 ms
-    against the NCHW scatter and _conv_transpose). `am` is the arrays' module; on a device, one chunk."""
+    against the NCHW scatter and conv_transpose_array). `am` is the arrays' module; on a device, one chunk."""
     if win.s != (1, 1):
         return None
     o, c = w.shape[:2]
@@ -299,13 +297,13 @@ def _input_grad(dz: np.ndarray, n: int, q: tuple, ohw: tuple, pool: tuple, w: np
     wt = am.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 2, 3, 0)).reshape(c, -1)
     gx = am.empty((c, n, h, wd), dz.dtype)
     kk = kh * kw * o
-    nc = _chunk(n, h * wd * kk * dz.itemsize) if am is np else n  # chunks for the CPU's caches only
+    nc = chunk(n, h * wd * kk * dz.itemsize) if am is np else n  # chunks for the CPU's caches only
     buf = am.empty((nc, h, wd, kh, kw, o), dz.dtype)
     sn, sh, sw, so = dzp.strides
     for n0 in range(0, n, nc):
         n1 = min(n0 + nc, n)
         m = n1 - n0
-        v = _strided(dzp, n0 * sn, (m, h, wd, kh, kw, o), (sn, sh, sw, sh * dh, sw * dw, so), am)
+        v = strided_at(dzp, n0 * sn, (m, h, wd, kh, kw, o), (sn, sh, sw, sh * dh, sw * dw, so), am)
         am.copyto(buf[:m], v)
         np.matmul(wt, buf[:m].reshape(m * h * wd, kk).T, out=gx[:, n0:n1].reshape(c, m * h * wd))
     return gx.transpose(1, 0, 2, 3)
@@ -321,25 +319,23 @@ def conv2d_relu_max_pool2d(input: Tensor, weight: Tensor, bias: Tensor | None, s
     """relu(max_pool2d(conv2d(input, weight, bias, stride, padding, dilation), pool)) in one op, for batched
     (N, C, H, W) floating input, one group and non-overlapping pool windows (kernel_size = stride = pool, no
     padding, floor mode). Equal to the composition up to rounding (see the module docstring)."""
-    x, w, batched, x2, _ = _conv_inputs("conv2d", 2, input, weight, bias, 1, False)
-    if not batched or x.data.dtype.kind != "f":
+    x, w, batched, x2, _ = conv_inputs("conv2d", 2, input, weight, bias, 1, False)
+    if not batched or x._data.dtype.kind != "f":
         raise RuntimeError(f"conv2d_relu_max_pool2d(): needs a batched (N, C, H, W) floating-point input, got "
                            f"{x.dtype} of size {list(x.shape)}")
     p = (pool, pool) if isinstance(pool, int) else tuple(pool)
     if len(p) != 2 or not all(isinstance(v, int) and v > 0 for v in p):
         raise RuntimeError(f"conv2d_relu_max_pool2d(): pool must be a positive int or a pair of them, got pool {list(p)}")
-    win = _conv_win("conv2d", x.shape[2:], tuple(w.shape[2:]), stride, padding, dilation)
+    win = conv_win("conv2d", x.shape[2:], tuple(w.shape[2:]), stride, padding, dilation)
     ohw = win.out(x.shape[2:])
     if min(pooled_size(ohw, p)) < 1:
         raise RuntimeError(f"conv2d_relu_max_pool2d(): pool {list(p)} does not fit the convolution's output of size "
                            f"{list(ohw)}")
     args = (x, w, bias)
-    if x.data.__class__ is not np.ndarray or w.data.__class__ is not np.ndarray or \
-            (bias is not None and bias.data.__class__ is not np.ndarray):  # two GPUs share one array type
-        check_same_device("conv2d_relu_max_pool2d", [t.data for t in args if t is not None])
+    if x._data.__class__ is not np.ndarray or w._data.__class__ is not np.ndarray or \
+            (bias is not None and bias._data.__class__ is not np.ndarray):  # two GPUs share one array type
+        check_same_device("conv2d_relu_max_pool2d", [t._data for t in args if t is not None])
+    # forward keeps what backward will need (the pool's routing, the weight gradient's columns) only when recorded
     record = MODE.grad and any(t is not None and t._requires_grad for t in args)
-    node = _new(ConvReluPool)
-    out = node.forward(x.data, w.data, None if bias is None else bias.data, win, p, record, record and w._requires_grad)
-    if not record:
-        return make(out)
-    return _record(node, args + (win, p, record, record and w._requires_grad), out)
+    consts = (win, p, record, record and w._requires_grad)
+    return dispatch(_new(ConvReluPool), args + consts, (x._data, w._data, None if bias is None else bias._data) + consts)

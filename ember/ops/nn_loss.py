@@ -1,12 +1,12 @@
 """Loss functions (re-exported by `ember.nn.functional`), with PyTorch's arguments and reductions.
 
 `cross_entropy` with class-index targets is the hottest op of classification training: it is
-one Op (log-softmax and negative log-likelihood fused) whose backward, (softmax - one-hot)·scale,
-is written straight into one array without building the one-hot matrix. Under
-create_graph=True the same gradient is built from differentiable ember ops instead, so the
-loss can be differentiated twice. The other losses are compositions of ember ops (their
-gradients come from autograd), except `binary_cross_entropy`, whose log clamping needs its own
-derivative.
+one Op (log-softmax and negative log-likelihood fused) whose gradient is (softmax - one-hot)·scale.
+Its `backward` writes that with differentiable ember ops (so the loss can be differentiated twice);
+its `fast_backward`, used when no graph of the backward is wanted, writes the same gradient
+straight into one array without building the one-hot matrix. The other losses are compositions
+of ember ops (their gradients come from autograd), except `binary_cross_entropy`, whose log
+clamping needs its own derivative.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 from .. import _dtype as dt
 from .. import backend
 from .._tensor import Tensor, make
-from ..autograd.function import Op, _record
+from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
 from .arithmetic import where
 from .nn_activation import LogSoftmax, Softmax, logsigmoid
@@ -38,7 +38,7 @@ def _check(x, op: str, what: str = "input") -> Tensor:
     return x
 
 
-def _reduction(reduction: str, size_average, reduce, op: str, extra: tuple = ()) -> str:
+def reduction_arg(reduction: str, size_average, reduce, op: str, extra: tuple = ()) -> str:
     """The reduction to use; the legacy size_average/reduce flags override it (with PyTorch's deprecation warning)."""
     if size_average is None and reduce is None and reduction in _REDUCTIONS:
         return reduction
@@ -97,7 +97,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
              weight: Tensor | None = None) -> Tensor:
     """(input - target)², reduced ('mean' with a weight: Σ w·l / Σ w)."""
     x, t = _pair(input, target, "mse_loss")
-    r = _reduction(reduction, size_average, reduce, "mse_loss")
+    r = reduction_arg(reduction, size_average, reduce, "mse_loss")
     d = x - t
     return _weighted(d * d, weight, x, r, "mse_loss", True)
 
@@ -106,7 +106,7 @@ def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduc
             weight: Tensor | None = None) -> Tensor:
     """|input - target|, reduced ('mean' with a weight: Σ w·l / Σ w)."""
     x, t = _pair(input, target, "l1_loss")
-    r = _reduction(reduction, size_average, reduce, "l1_loss")
+    r = reduction_arg(reduction, size_average, reduce, "l1_loss")
     return _weighted((x - t).abs(), weight, x, r, "l1_loss", True)
 
 
@@ -114,7 +114,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
                    beta: float = 1.0) -> Tensor:
     """0.5·d²/beta where |d| < beta, else |d| - 0.5·beta (d = input - target); beta = 0 is the L1 loss."""
     x, t = _pair(input, target, "smooth_l1_loss")
-    r = _reduction(reduction, size_average, reduce, "smooth_l1_loss")
+    r = reduction_arg(reduction, size_average, reduce, "smooth_l1_loss")
     if beta < 0:
         raise RuntimeError(f"smooth_l1_loss(): beta must be non-negative, got beta={beta}")
     d = x - t
@@ -128,7 +128,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
                weight: Tensor | None = None) -> Tensor:
     """0.5·d² where |d| < delta, else delta·(|d| - 0.5·delta) (d = input - target)."""
     x, t = _pair(input, target, "huber_loss")
-    r = _reduction(reduction, None, None, "huber_loss")
+    r = reduction_arg(reduction, None, None, "huber_loss")
     if not delta > 0:
         raise RuntimeError(f"huber_loss(): delta must be positive, got delta={delta}")
     d = x - t
@@ -139,7 +139,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
 # ---------------------------------------------------------------------- class-index targets
 def _class_input(x: Tensor, op: str) -> int:
     """The number of classes C of an input of shape (C,), (N, C) or (N, C, d1, ...)."""
-    a = x.data
+    a = x._data
     if a.ndim == 0:
         raise ValueError(f"{op}(): input must have shape (C,), (N, C) or (N, C, d1, ...), got a 0-d tensor")
     if a.dtype.kind != "f":
@@ -151,8 +151,8 @@ def _class_input(x: Tensor, op: str) -> int:
 def _class_target(x: Tensor, t: Tensor, op: str) -> np.ndarray:
     """The class-index target's array, checked against the input: shape (N, d1, ...) (() unbatched), int64 or uint8.
     The range of its values is checked by `_ignored`."""
-    shape = x.data.shape
-    ts = t.data.shape
+    shape = x._data.shape
+    ts = t._data.shape
     expected = () if len(shape) == 1 else (shape[0],) + shape[2:]
     if ts != expected:
         if len(shape) == 1 and len(ts) == 1:  # PyTorch's ValueError for an unbatched input with a batch of targets
@@ -161,11 +161,11 @@ def _class_target(x: Tensor, t: Tensor, op: str) -> np.ndarray:
         if len(shape) >= 2 and len(ts) == len(expected) and ts[0] != shape[0]:
             raise ValueError(f"{op}(): expected input batch_size ({shape[0]}) to match target batch_size ({ts[0]}) "
                              f"(input {list(shape)}, target {list(ts)})")
-        kind = "float (class probabilities)" if t.data.dtype.kind == "f" else "class-index"
+        kind = "float (class probabilities)" if t._data.dtype.kind == "f" else "class-index"
         raise RuntimeError(f"{op}(): {kind} target of shape {list(ts)} does not fit the input of shape {list(shape)}: "
                            f"class indices need a target of shape {list(expected)}, class probabilities one of the "
                            f"input's shape")
-    a = t.data
+    a = t._data
     if a.dtype not in _CLASS_DTYPES:
         raise RuntimeError(f"{op}(): expected a class-index target of dtype int64 (Long) or uint8, but got {t.dtype}"
                            + (f"; for class probabilities the target must have the input's shape {list(shape)}"
@@ -205,7 +205,7 @@ def _class_weight(weight, C: int, x: Tensor, op: str):
     if w.shape != (C,):
         raise RuntimeError(f"{op}(): weight tensor should be defined either for all {C} classes or no classes, but "
                            f"got weight tensor of shape {list(w.shape)}")
-    if w.data.dtype != x.data.dtype:
+    if w._data.dtype != x._data.dtype:
         raise RuntimeError(f"{op}(): expected the weight to have the input's dtype {x.dtype}, but got {w.dtype}; "
                            f"convert it with weight.to(input.dtype)")
     return w
@@ -280,13 +280,39 @@ class CrossEntropy(Op):
         return total / denom  # 0/0 = nan when every target is ignored, as in PyTorch
 
     def backward(self, gz, x, t, w, ignore_index, eps, reduction):
+        """dl/dx_i = (softmax(x_i)·Q_i − q_i)·g_i, with q_i the smoothed, weighted target of the class docstring
+        (zero where t_i is ignored), Q_i = Σ_c q_ic, and g_i = gz_i ('none'), gz ('sum') or gz/Σ w_t ('mean').
+        q is a constant; softmax(x) is an ember op on x, so the gradient differentiates again in x and gz."""
         if not self.needs(0):
             return (None,) * 6
-        if MODE.grad:  # create_graph: build the gradient from differentiable ops
-            return (self._graph_grad(gz, x, t, w, eps, reduction),) + (None,) * 5
+        M, C = self.p.shape  # forward's softmax gives only the rows' shape: it is recomputed from x to differentiate
+        dtype = self.p.dtype
+        am = backend.array_module(self.p)
+        valid = am.ones(M, dtype) if self.valid is None else self.valid.astype(dtype)
+        wt = am.ones(M, dtype) if self.wt is None else self.wt
+        q = am.zeros((M, C), dtype)
+        q[am.arange(M), self.ts] = valid * wt * (1 - eps)
+        if eps:
+            q += (valid * (eps / C))[:, None] * (am.ones(C, dtype) if w is None else w)
+        Q = q.sum(axis=1, keepdims=True)
+        axis = 0 if x.ndim == 1 else 1
+        grad = Softmax.apply(x, axis) * make(_unrows(Q, x.shape)) - make(_unrows(q, x.shape))
+        if reduction == "none":
+            g = gz.unsqueeze(axis) if x.ndim > 1 else gz
+        elif reduction == "mean":  # nothing counted (every target ignored): a nan loss, a zero gradient
+            g = gz / self.denom if self.denom else gz * 0
+        else:
+            g = gz
+        return (grad * g,) + (None,) * 5
+
+    def fast_backward(self, gz, x, t, w, ignore_index, eps, reduction):
+        """backward's gradient on the arrays, from the softmax that forward kept: one (M, C) array, Q·softmax, with
+        each row's target entry subtracted in place (no one-hot matrix, no second softmax)."""
+        if not self.needs(0):
+            return (None,) * 6
         p, ts, wt, valid = self.p, self.ts, self.wt, self.valid
         M, C = p.shape
-        g = gz.data
+        g = gz._data
         if reduction == "none":
             a = g.reshape(M)  # per-row upstream gradient
         elif reduction == "sum":
@@ -307,27 +333,6 @@ class CrossEntropy(Op):
             grad -= sm if w is None else sm * w
         return (make(_unrows(grad, x.shape)),) + (None,) * 5
 
-    def _graph_grad(self, gz: Tensor, x: Tensor, t, w, eps: float, reduction: str) -> Tensor:
-        """The same gradient as backward's, (softmax·Q - q)·g, made of ember ops (differentiable in x and gz)."""
-        M, C = self.p.shape
-        dtype = self.p.dtype
-        am = backend.array_module(self.p)
-        valid = am.ones(M, dtype) if self.valid is None else self.valid.astype(dtype)
-        wt = am.ones(M, dtype) if self.wt is None else self.wt
-        q = am.zeros((M, C), dtype)
-        q[am.arange(M), self.ts] = valid * wt * (1 - eps)
-        if eps:
-            q += (valid * (eps / C))[:, None] * (am.ones(C, dtype) if w is None else w)
-        Q = q.sum(axis=1, keepdims=True)
-        axis = 0 if x.ndim == 1 else 1
-        p = Softmax.apply(x, axis)
-        grad = p * make(_unrows(Q, x.shape)) - make(_unrows(q, x.shape))
-        if reduction == "none":
-            return grad * gz.unsqueeze(axis) if x.ndim > 1 else grad * gz
-        if reduction == "mean":
-            return grad * (gz / self.denom if self.denom else gz * 0)
-        return grad * gz
-
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
                   ignore_index: int = -100, reduce=None, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
@@ -340,27 +345,22 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     number of samples (probabilities)."""
     op = "cross_entropy"
     x, t = _check(input, op), _check(target, op, "target")
-    r = _reduction(reduction, size_average, reduce, op)
+    r = reduction_arg(reduction, size_average, reduce, op)
     C = _class_input(x, op)
     if label_smoothing > 1.0 or label_smoothing < 0.0:
         raise RuntimeError(f"{op}(): label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
     w = _class_weight(weight, C, x, op)
-    if t.data.dtype.kind == "f" and t.shape == x.shape:
+    if t._data.dtype.kind == "f" and t.shape == x.shape:
         if ignore_index != -100:
             raise RuntimeError(f"{op}(): ignore_index is not supported for class-probability (float) targets")
         return _soft_cross_entropy(x, t, w, C, r, label_smoothing)
     ta = _class_target(x, t, op)
     if w is not None:
-        w = _constant(w, op, "weight").data
-    if ta.__class__ is not x.data.__class__ or (w is not None and w.__class__ is not x.data.__class__):
-        backend.check_same_device(op, (x.data, ta, w))  # Op.apply's check, which the unrolled call skips
-    # Op.apply unrolled for one tensor and constants: this is the hot path of classification training
-    node = _new(CrossEntropy)
+        w = _constant(w, op, "weight")._data
+    if ta.__class__ is not x._data.__class__ or (w is not None and w.__class__ is not x._data.__class__):
+        backend.check_same_device(op, (x._data, ta, w))  # Op.apply's check, for the constants too
     args = (x, ta, w, ignore_index, float(label_smoothing), r)
-    out = node.forward(x.data, *args[1:])
-    if isinstance(out, np.generic):  # NumPy's reductions give scalars (CuPy's give 0-d arrays)
-        out = np.asarray(out)
-    return _record(node, args, out) if x._requires_grad and MODE.grad else make(out)
+    return dispatch(_new(CrossEntropy), args, (x._data,) + args[1:])
 
 
 def _soft_cross_entropy(x: Tensor, t: Tensor, w, C: int, reduction: str, eps: float) -> Tensor:
@@ -377,7 +377,7 @@ def _soft_cross_entropy(x: Tensor, t: Tensor, w, C: int, reduction: str, eps: fl
     total = -prod.sum()
     if reduction == "sum":
         return total
-    n = x.data.size // C if C else 0
+    n = x._data.size // C if C else 0
     return total / n if n else total * 0.0 + math.nan
 
 
@@ -388,15 +388,15 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     targets, as PyTorch does."""
     op = "nll_loss"
     x, t = _check(input, op), _check(target, op, "target")
-    r = _reduction(reduction, size_average, reduce, op)
+    r = reduction_arg(reduction, size_average, reduce, op)
     C = _class_input(x, op)
     w = _class_weight(weight, C, x, op)
-    w = None if w is None else _constant(w, op, "weight").data
+    w = None if w is None else _constant(w, op, "weight")._data
     ta = _class_target(x, t, op)
     ignored = _ignored(ta.reshape(-1), C, ignore_index, op)
-    if ta.__class__ is not x.data.__class__ or (w is not None and w.__class__ is not x.data.__class__):
-        backend.check_same_device(op, (x.data, ta, w))
-    am = backend.array_module(x.data)
+    if ta.__class__ is not x._data.__class__ or (w is not None and w.__class__ is not x._data.__class__):
+        backend.check_same_device(op, (x._data, ta, w))
+    am = backend.array_module(x._data)
     ignored = am.zeros(ta.shape, bool) if ignored is None else ignored.reshape(ta.shape)
     safe = am.where(ignored, 0, ta).astype(np.int64, copy=False)
     if x.ndim == 1:
@@ -407,8 +407,8 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     if w is not None:
         coef = w[safe]
     if ignored.any():
-        coef = am.where(ignored, x.data.dtype.type(0), coef if coef is not None else x.data.dtype.type(1))
-    loss = -picked if coef is None else picked * make(-coef.astype(x.data.dtype, copy=False))
+        coef = am.where(ignored, x._data.dtype.type(0), coef if coef is not None else x._data.dtype.type(1))
+    loss = -picked if coef is None else picked * make(-coef.astype(x._data.dtype, copy=False))
     if r == "none":
         return loss
     total = loss.sum()
@@ -447,19 +447,19 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     """-w·(t·ln x + (1 - t)·ln(1 - x)) for probabilities x in [0, 1]; logs are clamped at -100."""
     op = "binary_cross_entropy"
     x, t = _check(input, op), _check(target, op, "target")
-    r = _reduction(reduction, size_average, reduce, op)
+    r = reduction_arg(reduction, size_average, reduce, op)
     if x.shape != t.shape:
         raise ValueError(f"{op}(): using a target size ({list(t.shape)}) that is different to the input size "
                          f"({list(x.shape)}) is not supported; please ensure they have the same size")
-    if x.data.dtype.kind != "f" or t.data.dtype.kind != "f":
+    if x._data.dtype.kind != "f" or t._data.dtype.kind != "f":
         raise RuntimeError(f"{op}(): input and target must be floating tensors, got {x.dtype} and {t.dtype}")
-    for name, a in (("input", x.data), ("target", t.data)):
+    for name, a in (("input", x._data), ("target", t._data)):
         if a.size and not ((a >= 0) & (a <= 1)).all():
             a = backend.to_host(a)  # for the message only
             raise RuntimeError(f"{op}(): all elements of {name} should be between 0 and 1, got values in "
                                f"[{np.nanmin(a)}, {np.nanmax(a)}]" + (" and NaN" if np.isnan(a).any() else ""))
-    if x.data.dtype != t.data.dtype:
-        d = dt.FROM_NP[np.promote_types(x.data.dtype, t.data.dtype)]
+    if x._data.dtype != t._data.dtype:
+        d = dt.FROM_NP[np.promote_types(x._data.dtype, t._data.dtype)]
         x, t = x.to(d), t.to(d)
     loss = BinaryCrossEntropy.apply(x, t)
     if weight is not None:
@@ -480,10 +480,10 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     weight. pos_weight (pw) weights the positive term and broadcasts against the target (e.g. shape (C,))."""
     op = "binary_cross_entropy_with_logits"
     x, t = _check(input, op), _check(target, op, "target")
-    r = _reduction(reduction, size_average, reduce, op)
+    r = reduction_arg(reduction, size_average, reduce, op)
     if x.shape != t.shape:
         raise ValueError(f"{op}(): target size ({list(t.shape)}) must be the same as input size ({list(x.shape)})")
-    if x.data.dtype.kind != "f":
+    if x._data.dtype.kind != "f":
         raise NotImplementedError(f"{op}(): not implemented for {x.dtype} inputs; the input must hold floating logits")
     ls = logsigmoid(x)
     if pos_weight is not None:
@@ -508,7 +508,7 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     op = "kl_div"
     x, t = _check(input, op), _check(target, op, "target")
     legacy = size_average is not None or reduce is not None
-    r = _reduction(reduction, size_average, reduce, op, extra=("batchmean",))
+    r = reduction_arg(reduction, size_average, reduce, op, extra=("batchmean",))
     if r == "mean" and not legacy:
         warnings.warn("kl_div(): reduction='mean' divides the total loss by both the batch size and the support size; "
                       "'batchmean' divides only by the batch size and matches the definition of the KL divergence. "

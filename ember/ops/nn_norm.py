@@ -7,8 +7,9 @@ and its backward is the closed form
 
     gx = r·(g·γ − mean(g·γ) − x̂·mean(g·γ·x̂)),   gγ = Σ g·x̂,   gβ = Σ g.
 
-When a higher-order gradient is requested (create_graph), backward instead builds the same
-formula from ember ops on the inputs, so x̂ and r are differentiable functions of x again.
+`backward` writes that formula with ember ops on the inputs (x̂ and r recomputed as functions of x, so
+it differentiates again); `fast_backward`, used when no graph of the backward is wanted, computes it on
+the arrays from the x̂ and r that forward kept.
 """
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ import numpy as np
 from .. import backend
 from .._tensor import Tensor, bump_version, make
 from ..autograd.function import Op
-from ..autograd.grad_mode import MODE
 from .arithmetic import sum_array
 
 __all__ = ["batch_norm", "layer_norm", "group_norm"]
@@ -57,9 +57,29 @@ class Normalize(Op):
         return sq
 
     def backward(self, gz, x, w, b, axes, paxes, view, eps):
-        if MODE.grad:  # create_graph: the formula from differentiable ops
-            return _normalize_grad_graph(self, gz, x, w, b, axes, paxes, view, eps)
-        g = gz.data
+        """With x̂ = (x − μ)·r, r = 1/√(σ² + eps) over `axes` and gh = g·γ:
+
+            gx = r·(gh − mean(gh) − x̂·mean(gh·x̂)),   gγ = Σ_paxes g·x̂,   gβ = Σ_paxes g,
+
+        with μ, r and x̂ recomputed from x by ember ops, so the gradient is differentiable in x again."""
+        mu = x.mean(axes, keepdim=True)
+        xc = x - mu
+        r = ((xc * xc).mean(axes, keepdim=True) + eps).rsqrt()
+        xh = xc * r
+        gx = gw = gb = None
+        if b is not None and self.needs(2):
+            gb = (gz.sum(paxes) if paxes else gz).reshape(b.shape)
+        if w is not None and self.needs(1):
+            gw = ((gz * xh).sum(paxes) if paxes else gz * xh).reshape(w.shape)
+        if self.needs(0):
+            gh = gz if w is None else gz * (w if view is None else w.reshape(view))
+            gx = r * (gh - gh.mean(axes, keepdim=True) - xh * (gh * xh).mean(axes, keepdim=True))
+        return gx, gw, gb, None, None, None, None
+
+    def fast_backward(self, gz, x, w, b, axes, paxes, view, eps):
+        """backward's formula on the arrays, reusing the x̂ and r that forward kept (backward recomputes them
+        as functions of x) and its cached GEMV reductions, in place."""
+        g = gz._data
         xh, r, mean = self.xhat, self.r, self.mean
         psum = _reducer(g, paxes, 1) if paxes else _copy  # parameter gradients: sums over paxes
         gw = gb = gx = None
@@ -74,7 +94,7 @@ class Normalize(Op):
         if self.needs(1):
             gw = make(psum(p).reshape(w.shape))
         if self.needs(0):
-            wv = w.data if view is None else w.data.reshape(view)
+            wv = w._data if view is None else w._data.reshape(view)
             p *= wv  # g·γ·x̂
             gx = _input_grad(g * wv, p, xh, r, mean)
         return gx, gw, gb, None, None, None, None
@@ -149,33 +169,16 @@ def _reduce(a, axes: tuple, n: int):
     return r
 
 
-def _normalize_grad_graph(node: Normalize, gz, x, w, b, axes, paxes, view, eps):
-    """Normalize's backward as ember ops on the inputs (for create_graph=True)."""
-    mu = x.mean(axes, keepdim=True)
-    xc = x - mu
-    r = ((xc * xc).mean(axes, keepdim=True) + eps).rsqrt()
-    xh = xc * r
-    gx = gw = gb = None
-    if b is not None and node.needs(2):
-        gb = (gz.sum(paxes) if paxes else gz).reshape(b.shape)
-    if w is not None and node.needs(1):
-        gw = ((gz * xh).sum(paxes) if paxes else gz * xh).reshape(w.shape)
-    if node.needs(0):
-        gh = gz if w is None else gz * (w if view is None else w.reshape(view))
-        gx = r * (gh - gh.mean(axes, keepdim=True) - xh * (gh * xh).mean(axes, keepdim=True))
-    return gx, gw, gb, None, None, None, None
-
-
 def _update_running(running, mu, var, n: int) -> None:
     """running ← (1 − m)·running + m·batch, in place, with the unbiased batch variance (as PyTorch)."""
     rm, rv, m = running
     if rm is not None:
-        a = rm.data
+        a = rm._data
         a *= 1.0 - m
         a += (m * mu).reshape(a.shape)
         bump_version(rm)
     if rv is not None:
-        a = rv.data
+        a = rv._data
         a *= 1.0 - m
         a += (var * (m * n / (n - 1) if n > 1 else m)).reshape(a.shape)
         bump_version(rv)
@@ -188,19 +191,19 @@ def _need_tensor(op: str, name: str, v) -> None:
 
 
 def _check_dtypes(op: str, x: Tensor, **named) -> None:
-    d = x.data.dtype
+    d = x._data.dtype
     if d.kind != "f":
         raise RuntimeError(f"{op}(): expected a floating-point input, got {str(x.dtype).replace('ember.', '')}; "
                            f"convert it with .float()")
     for name, t in named.items():
-        if t is not None and t.data.dtype != d:
+        if t is not None and t._data.dtype != d:
             raise RuntimeError(f"{op}(): mixed dtypes: {name} is {str(t.dtype).replace('ember.', '')} but input is "
                                f"{str(x.dtype).replace('ember.', '')}; all inputs must share the same dtype")
 
 
 def _check_vector(op: str, name: str, t, c: int) -> None:
-    if t is not None and t.data.size != c:
-        raise RuntimeError(f"{op}(): {name} should contain {c} elements not {t.data.size} (one per channel, "
+    if t is not None and t._data.size != c:
+        raise RuntimeError(f"{op}(): {name} should contain {c} elements not {t._data.size} (one per channel, "
                            f"input dimension 1)")
 
 
@@ -220,7 +223,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     for name, v in (("input", input), ("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
         _need_tensor("batch_norm", name, v)
-    x = input.data
+    x = input._data
     if x.ndim < 2:
         raise RuntimeError(f"batch_norm(): expected an input of shape (N, C) or (N, C, *), got shape {list(x.shape)}")
     _check_dtypes("batch_norm", input, weight=weight, bias=bias, running_mean=running_mean, running_var=running_var)
@@ -238,7 +241,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         running = None
         if running_mean is not None or running_var is not None:
             # the running statistics are updated in place, outside Op.apply's device check
-            stats = [t.data for t in (running_mean, running_var) if t is not None]
+            stats = [t._data for t in (running_mean, running_var) if t is not None]
             if any(a.__class__ is not x.__class__ for a in stats):
                 backend.check_same_device("batch_norm", [x] + stats)
             running = (running_mean, running_var, float(momentum))
@@ -266,7 +269,7 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
     ns = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
     if not isinstance(input, Tensor):
         _need_tensor("layer_norm", "input", input)
-    x = input.data
+    x = input._data
     k, nd = len(ns), x.ndim
     if k == 0 or nd < k or x.shape[nd - k:] != ns:
         raise RuntimeError(f"layer_norm(): Given normalized_shape={list(ns)}, expected input with shape [*, "
@@ -274,10 +277,10 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None:
             _need_tensor("layer_norm", name, t)
-            if t.data.shape != ns:
+            if t._data.shape != ns:
                 raise RuntimeError(f"layer_norm(): Expected {name} to be of same shape as normalized_shape, but got "
                                    f"{name} of shape {list(t.shape)} and normalized_shape = {list(ns)}")
-            if t.data.dtype is not x.dtype:
+            if t._data.dtype is not x.dtype:
                 _check_dtypes("layer_norm", input, **{name: t})
     if x.dtype.kind != "f":
         _check_dtypes("layer_norm", input)
@@ -296,7 +299,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     its channels and other dims, then z = x̂·γ + β per channel."""
     for name, v in (("input", input), ("weight", weight), ("bias", bias)):
         _need_tensor("group_norm", name, v)
-    x = input.data
+    x = input._data
     if x.ndim < 2:
         raise RuntimeError(f"group_norm(): Expected at least 2 dimensions for input tensor but received {x.ndim}")
     n, c = x.shape[:2]
@@ -304,7 +307,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
         raise RuntimeError(f"group_norm(): Expected number of channels in input to be divisible by num_groups, but "
                            f"got input of shape {list(x.shape)} and num_groups={num_groups}")
     for name, t in (("weight", weight), ("bias", bias)):
-        if t is not None and (t.data.ndim != 1 or t.data.shape[0] != c):
+        if t is not None and (t._data.ndim != 1 or t._data.shape[0] != c):
             raise RuntimeError(f"group_norm(): Expected {name} to be a vector of size equal to the number of channels "
                                f"in input, but got {name} of shape {list(t.shape)} and input of shape {list(x.shape)}")
     _check_dtypes("group_norm", input, weight=weight, bias=bias)

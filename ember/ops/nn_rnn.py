@@ -11,17 +11,21 @@ with PyTorch's gates (LSTM i, f, g, o; GRU r, z, n with n = tanh(W_in x + b_in +
 Rows past bs[t] keep their state, so the final state is each sequence's state at its own last step
 (forward direction), or after step 0 (reverse direction, where a sequence starts from h_0 at its own
 last step). Backward is BPTT in NumPy with one dG_t W_hh GEMM per step; dW_ih, dW_hh, db and dx are
-then single GEMMs over all steps. With create_graph, backward recomputes the layer from
-differentiable ember ops and differentiates that (slow, for double backward only).
+then single GEMMs over all steps: that is `fast_backward`. `backward`, which the engine runs under
+create_graph, recomputes the layer from differentiable ember ops and differentiates that (slow, for
+double backward only).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import backend
-from .._tensor import Slot, Tensor, make, on_device_of, version
-from ..autograd.function import Op, _new
-from ..autograd.grad_mode import MODE
+from .._tensor import Slot, Tensor, make, version
+from ..backend import on_device_of
+from ..autograd.function import Op
+from ..autograd.grad_mode import MODE, enable_grad
+
+_new = object.__new__
 
 __all__ = ["rnn_layer"]
 
@@ -47,6 +51,7 @@ def _order(bs: np.ndarray, reverse: bool) -> list:
 class RNNLayer(Op):
     """(out, h_n[, c_n]) of one layer-direction; see the module docstring. Inputs (x, h0, c0, w_ih, w_hh, b_ih,
     b_hh, w_hr) are arrays or None; c0 only for LSTM, w_hr only with a projection."""
+
 
     n_out = 2
 
@@ -136,27 +141,34 @@ class RNNLayer(Op):
         return res
 
     def backward(self, grads, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs, reverse):
-        if MODE.grad:  # create_graph: differentiate a recomputation made of ember ops
-            return _backward_graph(self, grads, (x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr), mode, bs, reverse)
-        xa = x.data
+        """The vector-Jacobian product of the layer, by definition: recompute the layer from ember ops
+        (`_layer_graph`, the recurrence of the module docstring written step by step) and differentiate that
+        recomputation for the cotangents `grads` (each output's, or None). Recorded when create_graph is on, so
+        the gradients differentiate again; slow (one graph node per gate per step)."""
+        return _backward_graph(self, grads, (x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr), mode, bs, reverse)
+
+    def fast_backward(self, grads, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs, reverse):
+        """backward's gradients by BPTT on the arrays, from the gates and states that forward kept: one
+        dG_t·W_hh GEMM per step, then dW_ih, dW_hh, db and dx as single GEMMs over all steps."""
+        xa = x._data
         with on_device_of(xa):  # CuPy allocates on the current device, not on x's
             return self._bptt(backend.array_module(xa), grads, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs,
                                   reverse)
 
     def _bptt(self, xp, grads, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs, reverse):
-        xa, wih, whh = x.data, w_ih.data, w_hh.data
-        whr = None if w_hr is None else w_hr.data
+        xa, wih, whh = x._data, w_ih._data, w_hh._data
+        whr = None if w_hr is None else w_hr._data
         n, b0 = xa.shape[0], int(bs[0])
         hout = whh.shape[1]
         dt = self.g.dtype
         gh_n = whh.shape[0]
         hid = gh_n // _GATES[mode]
-        dout = grads[0].data if grads[0] is not None else None
-        dh = xp.zeros((b0, hout), dt) if grads[1] is None else grads[1].data.astype(dt, copy=True)
+        dout = grads[0]._data if grads[0] is not None else None
+        dh = xp.zeros((b0, hout), dt) if grads[1] is None else grads[1]._data.astype(dt, copy=True)
         g = self.g
         dg = xp.empty((n, gh_n), dt)  # gradient of the pre-activations (the x-side for GRU)
         if mode == "LSTM":
-            dc = xp.zeros((b0, hid), dt) if len(grads) < 3 or grads[2] is None else grads[2].data.astype(dt, copy=True)
+            dc = xp.zeros((b0, hid), dt) if len(grads) < 3 or grads[2] is None else grads[2]._data.astype(dt, copy=True)
             cprev, tc, hfull = self.cprev, self.tc, self.hfull
             dhp_all = xp.empty((n, hout), dt) if whr is not None else None
             t1, t2 = xp.empty((b0, hid), dt), xp.empty((b0, hid), dt)
@@ -305,19 +317,22 @@ def _layer_graph(x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs, reverse):
 
 
 def _backward_graph(node, grads, ins, mode, bs, reverse):
+    """RNNLayer.backward: the gradients of a recomputation of the layer from ember ops."""
     from ..autograd import grad
     x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr = ins
     b0 = int(bs[0])
     hout, hid = w_hh.shape[1], w_hh.shape[0] // _GATES[mode]
-    dt = x.data.dtype
-    xp = backend.array_module(x.data)
-    with on_device_of(x.data):  # CuPy allocates on the current device
+    dt = x._data.dtype
+    xp = backend.array_module(x._data)
+    create_graph = MODE.grad  # the engine's create_graph
+    with on_device_of(x._data):  # CuPy allocates on the current device
         h0g = h0 if h0 is not None else make(xp.zeros((b0, hout), dt))
         c0g = (c0 if c0 is not None else make(xp.zeros((b0, hid), dt))) if mode == "LSTM" else None
-    outs = _layer_graph(x, h0g, c0g, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs, reverse)
+    with enable_grad():  # the recomputation must be recorded to be differentiated, create_graph or not
+        outs = _layer_graph(x, h0g, c0g, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs, reverse)
     pairs = [(o, gz) for o, gz in zip(outs, grads) if gz is not None]
     wanted = [(i, t) for i, t in enumerate(ins) if t is not None and node.needs(i)]
-    res = grad([p[0] for p in pairs], [t for _, t in wanted], [p[1] for p in pairs], create_graph=True,
+    res = grad([p[0] for p in pairs], [t for _, t in wanted], [p[1] for p in pairs], create_graph=create_graph,
                allow_unused=True)
     out = [None] * 11
     for (i, _), r in zip(wanted, res):
@@ -332,9 +347,9 @@ def rnn_layer(mode: str, x: Tensor, batch_sizes: np.ndarray, reverse: bool, h0: 
     returns (out (N, H_out), h_n (B, H_out)) and, for mode 'LSTM', c_n (B, H) as a third element. h0/c0 None
     mean zeros. mode is 'RNN_TANH', 'RNN_RELU', 'LSTM' or 'GRU'. One graph node for all outputs."""
     tensors = (x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr)
-    backend.check_same_device(f"rnn_layer ({mode})", [t.data for t in tensors if t is not None])
+    backend.check_same_device(f"rnn_layer ({mode})", [t._data for t in tensors if t is not None])
     node = _new(RNNLayer)
-    outs = node.forward(*[None if t is None else t.data for t in tensors], mode, batch_sizes, reverse)
+    outs = node.forward(*[None if t is None else t._data for t in tensors], mode, batch_sizes, reverse)
     if not (MODE.grad and any(t is not None and t._requires_grad for t in tensors)):
         return tuple(make(o) for o in outs)
     node.n_out = len(outs)
