@@ -7,11 +7,7 @@ import numpy as np
 
 from . import _dtype as dt
 from . import backend
-from ._tensor import Tensor, _shape_arg, _to_array, make
-
-
-def _xp(device):
-    return np if device is None else backend.module_for(backend.device(device))
+from ._tensor import Tensor, shape_arg, to_array, make
 
 
 def _place(arr, device):
@@ -47,21 +43,20 @@ def _fdtype(dtype):
 def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of `data`; dtype inferred as PyTorch does (Python floats: float32)."""
     if isinstance(data, Tensor):
-        data = data.data
-    arr = _to_array(data, None if dtype is None else dt.np_dtype(dtype), "tensor")
+        data = data._data
+    arr = to_array(data, None if dtype is None else dt.np_dtype(dtype), "tensor")
     if device is not None and backend.resolve(device) != backend.device_of(arr):
         arr = _place(arr, device)  # the move copies
-    elif arr is data or (isinstance(data, np.ndarray) and np.shares_memory(arr, data)) or (
-            type(arr) is not np.ndarray and arr is getattr(data, "data", None)):
+    elif arr is data or (isinstance(data, np.ndarray) and np.shares_memory(arr, data)):
         arr = arr.copy()
     return _finish(arr, requires_grad, "tensor")
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Like `tensor`, but shares memory with `data` when it already is an array of the right dtype."""
-    if isinstance(data, Tensor) and (dtype is None or data.data.dtype == dt.np_dtype(dtype)) and device is None:
+    if isinstance(data, Tensor) and (dtype is None or data._data.dtype == dt.np_dtype(dtype)) and device is None:
         return data
-    arr = _to_array(data, None if dtype is None else dt.np_dtype(dtype), "as_tensor")
+    arr = to_array(data, None if dtype is None else dt.np_dtype(dtype), "as_tensor")
     if device is not None:
         arr = backend.transfer(arr, backend.resolve(device))
     return make(arr)
@@ -79,17 +74,17 @@ def from_numpy(ndarray: np.ndarray) -> Tensor:
 
 # ---------------------------------------------------------------------- filled
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    shape, d = _shape_arg(size, "zeros"), _fdtype(dtype)
+    shape, d = shape_arg(size, "zeros"), _fdtype(dtype)
     return _finish(_alloc(device, lambda xp: xp.zeros(shape, d)), requires_grad, "zeros")
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    shape, d = _shape_arg(size, "ones"), _fdtype(dtype)
+    shape, d = shape_arg(size, "ones"), _fdtype(dtype)
     return _finish(_alloc(device, lambda xp: xp.ones(shape, d)), requires_grad, "ones")
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    shape, d = _shape_arg(size, "empty"), _fdtype(dtype)
+    shape, d = shape_arg(size, "empty"), _fdtype(dtype)
     return _finish(_alloc(device, lambda xp: xp.empty(shape, d)), requires_grad, "empty")
 
 
@@ -101,7 +96,7 @@ def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False)
         d = dt.scalar_dtype(fill_value)
     else:
         d = dt.np_dtype(dtype)
-    shape = _shape_arg((size,), "full")
+    shape = shape_arg((size,), "full")
     return _finish(_alloc(device, lambda xp: xp.full(shape, fill_value, d)), requires_grad, "full")
 
 
@@ -148,7 +143,7 @@ def logspace(start, end, steps: int, base: float = 10.0, dtype=None, device=None
 
 
 def _like(fn, input: Tensor, dtype, device, requires_grad, *args):
-    d = input.data.dtype if dtype is None else dt.np_dtype(dtype)
+    d = input._data.dtype if dtype is None else dt.np_dtype(dtype)
     dev = input.device if device is None else device
     return _finish(_alloc(dev if dev != backend.CPU else None, lambda xp: fn(xp, input.shape, d, *args)),
                    requires_grad, fn.__name__)
@@ -315,7 +310,7 @@ def cuda_generators() -> list:
     return _cuda_gens
 
 
-def _seed_cuda(seed: int) -> None:
+def seed_cuda(seed: int) -> None:
     _cuda_seed[0] = int(seed)
     for g in _cuda_gens:
         g.manual_seed(seed)
@@ -323,7 +318,7 @@ def _seed_cuda(seed: int) -> None:
 
 def manual_seed(seed: int) -> Generator:
     """Seed the global generator and every CUDA device's: random factories and ops become reproducible."""
-    _seed_cuda(seed)
+    seed_cuda(seed)
     return default_generator.manual_seed(seed)
 
 
@@ -358,7 +353,7 @@ def set_rng_state(new_state: Tensor) -> None:
     default_generator.set_state(new_state)
 
 
-def _gen(generator) -> np.random.Generator:
+def numpy_generator(generator) -> np.random.Generator:
     return (generator or default_generator).np
 
 
@@ -379,7 +374,7 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = F
     """Uniform samples on [0, 1)."""
     d = _fdtype(dtype)
     _float_only(d, "rand")
-    arr = _where(device, generator, "rand").random(_shape_arg(size, "rand"), d).astype(d, copy=False)
+    arr = _where(device, generator, "rand").random(shape_arg(size, "rand"), d).astype(d, copy=False)
     return _finish(arr, requires_grad, "rand")
 
 
@@ -387,7 +382,7 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = 
     """Standard normal samples."""
     d = _fdtype(dtype)
     _float_only(d, "randn")
-    arr = _where(device, generator, "randn").standard_normal(_shape_arg(size, "randn"), d).astype(d, copy=False)
+    arr = _where(device, generator, "randn").standard_normal(shape_arg(size, "randn"), d).astype(d, copy=False)
     return _finish(arr, requires_grad, "randn")
 
 
@@ -402,7 +397,7 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     if high <= low:
         raise RuntimeError(f"randint(): random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     d = dt.NP_INT64 if dtype is None else dt.np_dtype(dtype)
-    arr = _where(device, generator, "randint").integers(low, high, _shape_arg((size,), "randint")).astype(d, copy=False)
+    arr = _where(device, generator, "randint").integers(low, high, shape_arg((size,), "randint")).astype(d, copy=False)
     return _finish(arr, requires_grad, "randint")
 
 
@@ -436,28 +431,28 @@ def randint_like(input: Tensor, low, high=None, *, dtype=None, device=None) -> T
 
 def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
     """0/1 samples with probabilities `input` (or the scalar p), on input's device."""
-    xp = backend.array_module(input.data)
+    xp = backend.array_module(input._data)
     with backend.on(input.device):
-        probs = input.data if p is None else xp.full(input.shape, p)
+        probs = input._data if p is None else xp.full(input.shape, p)
         if not bool(((probs >= 0) & (probs <= 1)).all()):  # also catches NaN
             h = backend.to_host(probs)
             raise RuntimeError(f"bernoulli(): probabilities must be in [0, 1], got values in "
                                f"[{np.nanmin(h)}, {np.nanmax(h)}]" + (" and NaN" if np.isnan(h).any() else ""))
         r = generator_for(input.device, generator, "bernoulli").random(input.shape)
-        return make((r < probs).astype(input.data.dtype))
+        return make((r < probs).astype(input._data.dtype))
 
 
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:
     """Sample category indices from the rows of a (batch of) non-negative weight vector(s).
     Sampled on the host with the CPU generator (a CUDA input's result is moved back to its device)."""
-    w = backend.to_host(input.data).astype(np.float64, copy=False)
+    w = backend.to_host(input._data).astype(np.float64, copy=False)
     rows = w.reshape(-1, w.shape[-1])
     if (rows < 0).any() or not np.isfinite(rows).all():
         raise RuntimeError("multinomial(): probability tensor contains either `inf`, `nan` or element < 0")
     if not replacement and num_samples > rows.shape[1]:
         raise RuntimeError(f"multinomial(): cannot sample n_sample > prob_dist.size(-1) samples without replacement "
                            f"({num_samples} > {rows.shape[1]})")
-    g = _gen(generator if generator is not None and generator.device.type == "cpu" else None)
+    g = numpy_generator(generator if generator is not None and generator.device.type == "cpu" else None)
     out = []
     for r in rows:
         s = r.sum()
@@ -470,10 +465,10 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None) -> Tensor:
     """Normal samples with the given mean and std (numbers or tensors, broadcast), on their device."""
-    m = mean.data if isinstance(mean, Tensor) else mean
-    s = std.data if isinstance(std, Tensor) else std
+    m = mean._data if isinstance(mean, Tensor) else mean
+    s = std._data if isinstance(std, Tensor) else std
     shape = tuple(size) if size is not None else np.broadcast_shapes(np.shape(m), np.shape(s))
-    d = (mean.data.dtype if isinstance(mean, Tensor) else std.data.dtype if isinstance(std, Tensor) else dt.NP_DEFAULT_FLOAT)
+    d = (mean._data.dtype if isinstance(mean, Tensor) else std._data.dtype if isinstance(std, Tensor) else dt.NP_DEFAULT_FLOAT)
     dev = mean.device if isinstance(mean, Tensor) else std.device if isinstance(std, Tensor) else (
         generator.device if generator is not None else backend.CPU)
     if isinstance(mean, Tensor) and isinstance(std, Tensor):

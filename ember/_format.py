@@ -98,7 +98,7 @@ def _body(a: np.ndarray, fmt: _Formatter, indent: int, summarize: bool) -> str:
 
 
 def format_tensor(t) -> str:
-    a = backend.to_host(t.data)  # printing reads every value on the host
+    a = backend.to_host(t._data)  # printing reads every value on the host
     suffixes = []
     if t.device.type != "cpu":
         suffixes.append(f"device='{t.device}'")

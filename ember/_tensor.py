@@ -6,7 +6,6 @@ onto `Tensor` there, so that one file holds each op's forward and backward.
 """
 from __future__ import annotations
 
-import contextlib
 import weakref
 from operator import attrgetter
 
@@ -17,7 +16,6 @@ from . import backend
 
 _new = object.__new__
 _ndarray = np.ndarray
-_NULL_CTX = contextlib.nullcontext()
 
 
 class Size(tuple):
@@ -42,73 +40,79 @@ class Size(tuple):
 class Tensor:
     """A multi-dimensional array with reverse-mode automatic differentiation.
 
-    Attributes mirror PyTorch: `data` (the backing array), `grad`, `requires_grad`,
-    `grad_fn` (the graph node that produced it; None for leaves), `is_leaf`, `name`.
+    Attributes mirror PyTorch: `data` (a Tensor sharing this one's storage, outside the graph),
+    `grad`, `requires_grad`, `grad_fn` (the graph node that produced it; None for leaves),
+    `is_leaf`, `name`.
 
-    `grad` and `requires_grad` are properties whose setters check what PyTorch checks; they are
-    stored in the slots `_grad` and `_requires_grad`, which ember's own code (ops, engine,
-    optimizers) reads and writes directly so that the checks cost nothing on the hot paths.
+    The backing array (NumPy or CuPy) is the slot `_data`. `data`, `grad` and `requires_grad` are
+    properties whose setters check what PyTorch checks; they are stored in the slots `_data`,
+    `_grad` and `_requires_grad`, which ember's own code (ops, engine, optimizers) reads and
+    writes directly so that the checks cost nothing on the hot paths.
     """
 
-    __slots__ = ("data", "_grad", "_requires_grad", "_edge", "_vc", "_base", "name", "_hooks", "__weakref__")
+    __slots__ = ("_data", "_grad", "_requires_grad", "_edge", "_vc", "_base", "name", "_hooks", "__weakref__")
     __array_priority__ = 1000
 
-    def __init__(self, *args, requires_grad: bool = False, dtype=None, device=None) -> None:
+    def __new__(cls, *args, requires_grad: bool = False, dtype=None, device=None) -> "Tensor":
         # PyTorch's legacy constructor: Tensor(data) copies data as float32; Tensor(2, 3) is uninitialised.
         if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
-            arr = _to_array(args[0], dt.np_dtype(dtype) if dtype is not None else dt.NP_DEFAULT_FLOAT, "Tensor")
+            arr = to_array(args[0], dt.np_dtype(dtype) if dtype is not None else dt.NP_DEFAULT_FLOAT, "Tensor")
         else:
-            arr = np.empty(_shape_arg(args, "Tensor"), dt.np_dtype(dtype) if dtype is not None else dt.NP_DEFAULT_FLOAT)
+            arr = np.empty(shape_arg(args, "Tensor"), dt.np_dtype(dtype) if dtype is not None else dt.NP_DEFAULT_FLOAT)
         if device is not None:
             arr = backend.transfer(arr, backend.resolve(device))
-        _init(self, arr, False, None)
+        t = make(arr, cls=cls)
         if requires_grad is not False:
-            self.requires_grad_(requires_grad)
+            t.requires_grad_(requires_grad)
+        return t
+
+    def __init__(self, *args, **kwargs) -> None:
+        pass  # all set up in __new__ (by `make`, the one constructor)
 
     # ------------------------------------------------------------------ metadata
     @property
     def shape(self) -> "Size":
-        return Size(self.data.shape)
+        return Size(self._data.shape)
 
     def size(self, dim: int | None = None):
         """The shape (a `Size`), or the length of dimension `dim`."""
         if dim is None:
-            return Size(self.data.shape)
-        return self.data.shape[_dim(dim, self.data.ndim, "size")]
+            return Size(self._data.shape)
+        return self._data.shape[normalize_dim(dim, self._data.ndim, "size")]
 
     def dim(self) -> int:
-        return self.data.ndim
+        return self._data.ndim
 
     ndim = property(dim)
 
     def ndimension(self) -> int:
-        return self.data.ndim
+        return self._data.ndim
 
     def numel(self) -> int:
-        return self.data.size
+        return self._data.size
 
     nelement = numel
 
     def element_size(self) -> int:
-        return self.data.itemsize
+        return self._data.itemsize
 
     @property
     def dtype(self) -> dt.dtype:
-        return dt.FROM_NP[self.data.dtype]
+        return dt.FROM_NP[self._data.dtype]
 
     @property
     def device(self) -> backend.device:
-        return backend.device_of(self.data)
+        return backend.device_of(self._data)
 
     @property
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
 
     def is_floating_point(self) -> bool:
-        return self.data.dtype.kind == "f"
+        return self._data.dtype.kind == "f"
 
     def is_contiguous(self) -> bool:
-        return self.data.flags.c_contiguous
+        return self._data.flags.c_contiguous
 
     @property
     def grad_fn(self):
@@ -138,11 +142,11 @@ class Tensor:
         """The backing NumPy array (shared memory, as in PyTorch)."""
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        if type(self.data) is not _ndarray:
+        if type(self._data) is not _ndarray:
             if not force:
                 raise TypeError(f"can't convert {self.device} tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.")
-            return self.data.get()
-        return self.data
+            return self._data.get()
+        return self._data
 
     def __array__(self, dtype=None, copy=None):
         if self._requires_grad:
@@ -157,18 +161,18 @@ class Tensor:
 
     def item(self):
         """The value of a one-element tensor as a Python number."""
-        if self.data.size != 1:
-            raise RuntimeError(f"a Tensor with {self.data.size} elements cannot be converted to Scalar")
-        return self.data.item()
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+        return self._data.item()
 
     def tolist(self):
-        return self.data.tolist()
+        return self._data.tolist()
 
     def __bool__(self) -> bool:
-        if self.data.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with {'no' if self.data.size == 0 else 'more than one'} value "
-                               f"is ambiguous (shape {list(self.data.shape)})")
-        return bool(self.data)
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {'no' if self._data.size == 0 else 'more than one'} value "
+                               f"is ambiguous (shape {list(self._data.shape)})")
+        return bool(self._data)
 
     # float()/int()/complex() raise ValueError (as PyTorch does) where .item() raises RuntimeError
     def __float__(self) -> float:
@@ -181,25 +185,25 @@ class Tensor:
         return complex(self._scalar("complex"))
 
     def _scalar(self, op: str):
-        if self.data.size != 1:
+        if self._data.size != 1:
             raise ValueError(f"only one element tensors can be converted to Python scalars: {op}() got a tensor of "
-                             f"shape {list(self.data.shape)} ({self.data.size} elements)")
-        return self.data.item()
+                             f"shape {list(self._data.shape)} ({self._data.size} elements)")
+        return self._data.item()
 
     def __index__(self) -> int:
-        if self.data.dtype.kind not in "iub" or self.data.size != 1:
+        if self._data.dtype.kind not in "iub" or self._data.size != 1:
             raise TypeError(f"only integer tensors of a single element can be converted to an index, got {self.dtype} of shape {tuple(self.shape)}")
-        return int(self.data.item())
+        return int(self._data.item())
 
     __hash__ = object.__hash__  # == is elementwise, so hash by identity as PyTorch does
 
     def __len__(self) -> int:
-        if self.data.ndim == 0:
+        if self._data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return self.data.shape[0]
+        return self._data.shape[0]
 
     def __iter__(self):
-        if self.data.ndim == 0:
+        if self._data.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
         return iter(self.unbind(0))
 
@@ -211,8 +215,7 @@ class Tensor:
         if not self.is_leaf:
             raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at the moment. "
                                "If you were attempting to deepcopy a module, this may be because of a torch.nn.utils.weight_norm usage")
-        t = _new(type(self))
-        _init(t, self.data.copy(), self.requires_grad, None)
+        t = make(self._data.copy(), self.requires_grad, None, type(self))
         t.name = self.name
         if self._grad is not None:
             t._grad = self._grad.__deepcopy__(memo)
@@ -228,8 +231,8 @@ class Tensor:
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         """Set `requires_grad` on a leaf (in place); returns self."""
         if requires_grad.__class__ is not bool:
-            raise TypeError(f"requires_grad_(): argument 'requires_grad' must be bool, not {_type_name(requires_grad)}")
-        if requires_grad and self.data.dtype.kind != "f":
+            raise TypeError(f"requires_grad_(): argument 'requires_grad' must be bool, not {type_name(requires_grad)}")
+        if requires_grad and self._data.dtype.kind != "f":
             raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got {self.dtype}")
         if not requires_grad and self._edge is not None:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use a computed "
@@ -239,8 +242,7 @@ class Tensor:
 
     def detach(self) -> "Tensor":
         """A new leaf sharing this tensor's data (and version counter), outside the graph."""
-        t = _new(Tensor)
-        _init(t, self.data, False, None)
+        t = make(self._data)
         t._base = self._base if self._base is not None else self  # shares storage, so the version counter
         return t
 
@@ -256,7 +258,6 @@ class Tensor:
         e = self._edge
         if e is None:
             return  # leaves always keep their grad
-        import weakref
         node, nr = (e.node, e.nr) if type(e) is Slot else (e, 0)
         if node._retain is None:
             node._retain = {}
@@ -303,14 +304,37 @@ class Tensor:
         return format_tensor(self)
 
     def __format__(self, spec: str) -> str:
-        if self.data.ndim == 0 and spec:
+        if self._data.ndim == 0 and spec:
             return self.item().__format__(spec)
         if spec:  # as PyTorch (object.__format__): a format spec needs a 0-d tensor
             raise TypeError(f"unsupported format string {spec!r} passed to Tensor.__format__: only a 0-d tensor takes a "
-                            f"format spec, got shape {list(self.data.shape)} (use .item() or .tolist())")
+                            f"format spec, got shape {list(self._data.shape)} (use .item() or .tolist())")
         return repr(self)
 
     # ------------------------------------------------------------------ checked attributes
+    def _get_data(self) -> "Tensor":
+        return make(self._data)  # its own version counter: changes through it are not seen by autograd
+
+    def _set_data(self, value) -> None:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type_name(value)}")
+        new = value._data
+        if self._requires_grad and new.dtype.kind != "f":
+            raise RuntimeError(f"data set to a tensor that requires gradients must be floating point or complex dtype "
+                               f"(got {value.dtype})")
+        if new.__class__ is not self._data.__class__:
+            raise RuntimeError(f"Attempted to call `variable.set_data(tensor)`, but `variable` and `tensor` have "
+                               f"incompatible tensor type: {self.device} and {value.device}; move one with .to(...) first")
+        self._data = new
+
+    def _del_data(self) -> None:
+        raise RuntimeError("Deleting tensor data is not allowed. Delete tensor instead!")
+
+    data = property(_get_data, _set_data, _del_data,
+                    doc="A Tensor sharing this tensor's storage, with requires_grad=False and no grad_fn: changes made "
+                        "through it are invisible to autograd (its version counter is its own). Assigning a Tensor "
+                        "swaps this tensor's storage (shape and dtype may change), as in PyTorch.")
+
     def _set_grad(self, g) -> None:
         if g is not None:
             _check_grad(self, g)
@@ -323,12 +347,12 @@ class Tensor:
 
     def _set_requires_grad(self, value) -> None:
         if value.__class__ is not bool:
-            raise RuntimeError(f"requires_grad must be a bool, got {_type_name(value)}")
+            raise RuntimeError(f"requires_grad must be a bool, got {type_name(value)}")
         if self._edge is not None:
             raise RuntimeError("you can only change requires_grad flags of leaf variables."
                                + ("" if value else " If you want to use a computed variable in a subgraph that doesn't "
                                   "require differentiation use var_no_grad = var.detach()."))
-        if value and self.data.dtype.kind != "f":
+        if value and self._data.dtype.kind != "f":
             raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got {self.dtype}")
         self._requires_grad = value
 
@@ -342,18 +366,18 @@ class Tensor:
 def _check_grad(t: Tensor, g) -> None:
     """PyTorch's checks on `t.grad = g`: a Tensor (not t itself) of t's shape, dtype and device."""
     if not isinstance(g, Tensor):
-        raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {_type_name(g)}")
+        raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type_name(g)}")
     if g is t:
         raise RuntimeError("can't assign Variable as its own grad")
-    if g.data.dtype != t.data.dtype:
+    if g._data.dtype != t._data.dtype:
         raise RuntimeError(f"attempting to assign a gradient with dtype '{g.dtype}' to a tensor with dtype "
                            f"'{t.dtype}'. Please ensure that the gradient and the tensor have the same dtype")
-    if g.data.__class__ is not t.data.__class__ or g.device != t.device:
+    if g._data.__class__ is not t._data.__class__ or g.device != t.device:
         raise RuntimeError(f"attempting to assign a gradient located on device '{g.device}' to a tensor located on "
                            f"device '{t.device}'. Please ensure that the gradient and the tensor are on the same device")
-    if g.data.shape != t.data.shape:
-        raise RuntimeError(f"attempting to assign a gradient of size '{list(g.data.shape)}' to a tensor of size "
-                           f"'{list(t.data.shape)}'. Please ensure that the gradient and the tensor are the same size")
+    if g._data.shape != t._data.shape:
+        raise RuntimeError(f"attempting to assign a gradient of size '{list(g._data.shape)}' to a tensor of size "
+                           f"'{list(t._data.shape)}'. Please ensure that the gradient and the tensor are the same size")
 
 
 TENSOR_TYPES = {Tensor}  # Tensor and its subclasses (nn.Parameter, ...): a set test is cheaper than isinstance
@@ -407,17 +431,6 @@ class RemovableHandle:
         self.remove()
 
 
-def _init(t: Tensor, data, requires_grad: bool, edge) -> None:
-    t.data = data
-    t._grad = None
-    t._requires_grad = requires_grad
-    t._edge = edge
-    t._vc = 0
-    t._base = None
-    t.name = None
-    t._hooks = None
-
-
 def version(t: Tensor) -> int:
     """The version counter of t's storage (views count on the tensor they were taken from)."""
     b = t._base
@@ -430,55 +443,11 @@ def bump_version(t: Tensor) -> None:
     (b if b is not None else t)._vc += 1
 
 
-# id(base) -> [weakref to base, weakrefs to its views in the graph]: the views whose history must be rebuilt
-# when the base's history is rewritten by an in-place op (see ember/ops/inplace.py, _rebuild_views).
-VIEWS: dict = {}
-
-
-def as_view(out: Tensor, of: Tensor) -> Tensor:
-    """Mark `out` (whose array is a view of `of`'s) as a view: it then shares of's version counter.
-
-    A view in the graph (`out.requires_grad`) of a non-leaf base is also recorded against the base, so an
-    in-place change of the base can give the view a new history; views of leaves and views outside the
-    graph cost nothing more (a leaf that requires grad can't be modified in place under autograd)."""
-    b = of._base
-    if b is None:
-        b = of
-    out._base = b
-    if out._requires_grad and b._edge is not None:
-        _register_view(out, b)
-    return out
-
-
-def _register_view(v: Tensor, b: Tensor) -> None:
-    key = id(b)
-    e = VIEWS.get(key)
-    if e is None or e[0]() is not b:  # no entry yet (or a dead base's, whose id was reused)
-        e = VIEWS[key] = [weakref.ref(b, lambda r, key=key: VIEWS.get(key, (None,))[0] is r and VIEWS.pop(key))]
-    elif len(e) > 64 and len(e) & (len(e) - 1) == 0:  # prune dead views now and then (at powers of two)
-        e[1:] = [r for r in e[1:] if r() is not None]
-    e.append(weakref.ref(v))
-
-
-def on_device_of(a):
-    """A context making `a`'s device current, for allocations (CuPy allocates on the current device, not on
-    the device of the arrays at hand); nothing to do for a NumPy array (or None)."""
-    return _NULL_CTX if a.__class__ is _ndarray or a is None else backend.on(backend.device_of(a))
-
-
-def writable(a) -> bool:
-    """Whether an op may write into array `a`. NumPy marks broadcast views read-only; CuPy has no such flag,
-    so there a view in which several elements share one memory location (a zero stride) counts as read-only."""
-    w = getattr(a.flags, "writeable", None)
-    if w is not None:
-        return w
-    return all(st != 0 or n <= 1 for n, st in zip(a.shape, a.strides))
-
-
-def make(data, requires_grad: bool = False, edge=None) -> Tensor:
-    """Wrap an array (already of the right dtype) in a new Tensor: the hot path of every op."""
-    t = _new(Tensor)
-    t.data = data
+def make(data, requires_grad: bool = False, edge=None, cls: type = Tensor) -> Tensor:
+    """The one constructor: wrap an array (already of the right dtype) in a new Tensor (or Tensor
+    subclass `cls`) with no gradient, version 0 and no base. The hot path of every op."""
+    t = _new(cls)
+    t._data = data
     t._grad = None
     t._requires_grad = requires_grad
     t._edge = edge
@@ -497,7 +466,7 @@ def _rebuild(data, requires_grad, name):
     return t
 
 
-def _type_name(v) -> str:
+def type_name(v) -> str:
     """A value's type as an error message names it: `int`, `numpy.bool`, `ember.Tensor`."""
     t = type(v)
     if t.__module__ == "builtins":
@@ -505,7 +474,7 @@ def _type_name(v) -> str:
     return f"{t.__module__.split('.')[0]}.{t.__name__}"
 
 
-def _dim(d, ndim: int, op: str) -> int:
+def normalize_dim(d, ndim: int, op: str) -> int:
     """Normalise a possibly negative dimension index, with PyTorch's error when out of range."""
     try:
         d = d.__index__()
@@ -517,7 +486,7 @@ def _dim(d, ndim: int, op: str) -> int:
     return d % n if ndim > 0 else 0
 
 
-def _shape_arg(args, op: str) -> tuple:
+def shape_arg(args, op: str) -> tuple:
     """Accept f(2, 3), f((2, 3)), f([2, 3]) or f(Size) as a shape, as PyTorch does."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = args[0]
@@ -531,10 +500,10 @@ def _shape_arg(args, op: str) -> tuple:
     return shape
 
 
-def _to_array(data, np_dtype, op: str):
+def to_array(data, np_dtype, op: str):
     """Convert user data (nested lists, numbers, arrays, Tensors) to an array; np_dtype None infers as PyTorch does."""
     if isinstance(data, Tensor):
-        data = data.data
+        data = data._data
         return data.astype(np_dtype, copy=False) if np_dtype is not None else data
     if type(data) is not _ndarray and hasattr(data, "__cuda_array_interface__"):
         return data if np_dtype is None else data.astype(np_dtype, copy=False)
@@ -594,7 +563,7 @@ def _flat_first(data):
 
 def _untensor(data):
     if isinstance(data, Tensor):
-        return data.data
+        return data._data
     if isinstance(data, (list, tuple)):
         return [_untensor(x) for x in data]
     return data

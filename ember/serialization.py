@@ -85,7 +85,7 @@ class _Encoder:
         self.devices: dict[str, str] = {}  # name -> device, for tensors saved from a device other than the CPU
 
     def tensor(self, t: Tensor, parts: list) -> dict:
-        arr = t.data
+        arr = t._data
         if type(arr) is np.ndarray:
             key = (arr.__array_interface__["data"][0], arr.shape, arr.strides, arr.dtype.str)
         else:  # a device array: the same array object is the same tensor

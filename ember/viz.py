@@ -38,7 +38,7 @@ def _quote(s: str) -> str:
 
 def _tensor_label(t: Tensor, names: dict) -> str:
     name = t.name if t.name is not None else names.get(id(t))
-    shape = "(" + ", ".join(str(n) for n in t.data.shape) + ("," if t.data.ndim == 1 else "") + ")"
+    shape = "(" + ", ".join(str(n) for n in t._data.shape) + ("," if t._data.ndim == 1 else "") + ")"
     dtype = t.dtype.name
     lines = [] if name is None else [str(name)]
     lines.append(shape if dtype == "float32" else f"{shape} {dtype}")

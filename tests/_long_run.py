@@ -53,7 +53,7 @@ def held_bytes(obj) -> int:
     for v in values:
         for a in (v if isinstance(v, (tuple, list)) else (v,)):
             if isinstance(a, ember.Tensor):
-                a = a.data
+                a = a._data
             total += getattr(a, "nbytes", 0) if isinstance(a, np.ndarray) else 0
     return total
 

@@ -128,10 +128,10 @@ def test_double_backward_parity():
 def test_inplace():
     y, x = rand(3, 4, seed=17), rand(4, seed=18)
     e = ember.from_numpy(y.copy())
-    ptr = e.data.ctypes.data
+    ptr = e._data.ctypes.data
     v0 = e._version
     assert e.atan2_(ember.from_numpy(x)) is e
-    assert e.data.ctypes.data == ptr and e._version > v0
+    assert e._data.ctypes.data == ptr and e._version > v0
     np.testing.assert_allclose(e.numpy(), torch.from_numpy(y.copy()).atan2_(torch.from_numpy(x)).numpy(), rtol=1e-15)
     e2 = ember.from_numpy(y.copy())
     e2.arctan2_(ember.from_numpy(x))

@@ -32,7 +32,7 @@ def test_tensor_copies_data():
     a[0] = 100.0
     assert t.tolist() == [1.0, 2.0]
     u = ember.tensor(t)
-    t.data[1] = -1.0
+    t._data[1] = -1.0
     assert u.tolist() == [1.0, 2.0]
     lst = [1, 2]
     v = ember.tensor(lst)
@@ -90,7 +90,7 @@ def test_from_numpy_shares_memory_both_ways():
     t = ember.from_numpy(a)
     a[0, 0] = -1.0
     assert t.tolist()[0][0] == -1.0
-    t.data[1, 2] = 42.0
+    t._data[1, 2] = 42.0
     assert a[1, 2] == 42.0 and t.dtype is ember.float64 and t.shape == (2, 3)
     assert np.shares_memory(t.numpy(), a)
 
@@ -396,7 +396,7 @@ def test_item_tolist_numpy_array():
     assert isinstance(ember.tensor(True).item(), bool) and ember.tensor([[7]]).item() == 7
     assert ember.tensor([[1, 2], [3, 4]]).tolist() == [[1, 2], [3, 4]] and ember.tensor(1.5).tolist() == 1.5
     t = ember.tensor([1.0, 2.0])
-    assert np.shares_memory(t.numpy(), t.data) and np.asarray(t).dtype == np.float32
+    assert np.shares_memory(t.numpy(), t._data) and np.asarray(t).dtype == np.float32
     assert np.array(t, dtype=np.float64).dtype == np.float64
     assert float(ember.tensor([2.5])) == 2.5 and int(ember.tensor(3.9)) == 3
     with pytest.raises(RuntimeError, match="2 elements cannot be converted to Scalar"):

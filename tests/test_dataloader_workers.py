@@ -314,7 +314,7 @@ def test_transferred_tensors_are_plain():
 
     for x, y in D.DataLoader(Grad(), batch_size=2, num_workers=2):
         assert type(x) is ember.Tensor and x.grad_fn is None and not x.requires_grad and x.is_leaf
-        assert isinstance(x.data, np.ndarray) and x.data.flags.writeable and x.dtype == ember.float32
+        assert isinstance(x._data, np.ndarray) and x._data.flags.writeable and x.dtype == ember.float32
         assert y.dtype == ember.float32
     with warnings.catch_warnings():  # pin_memory without CUDA warns (tests/test_cuda_train.py checks it)
         warnings.simplefilter("ignore", UserWarning)

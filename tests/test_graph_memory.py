@@ -41,7 +41,7 @@ def _nodes(root: ember.Tensor) -> list[Node]:
 
 def _arrays(v, depth: int = 0):
     if isinstance(v, ember.Tensor):
-        yield v.data
+        yield v._data
     elif isinstance(v, np.ndarray):
         yield v
     elif isinstance(v, (tuple, list, dict)) and depth < 3:

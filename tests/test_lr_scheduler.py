@@ -327,7 +327,7 @@ def test_checkpoint_of_optimizer_and_schedulers(tmp_path):
     expected = run(p, opt, scheds, 8)
     ck = ember.load(tmp_path / "ckpt.safetensors")
     p2, opt2, scheds2 = build()
-    p2.data[...] = ck["param"].numpy()
+    p2._data[...] = ck["param"].numpy()
     opt2.load_state_dict(ck["optimizer"])
     for s, sd in zip(scheds2, ck["scheds"]):
         s.load_state_dict(sd)

@@ -59,14 +59,14 @@ def test_sdpa_parity(case):
     tm, em = (_t(m), _e(m)) if m is not None else (None, None)
     to = torch.nn.functional.scaled_dot_product_attention(*T, attn_mask=tm, **kw)
     eo = EF.scaled_dot_product_attention(*E, attn_mask=em, **kw)
-    _close(to.detach(), eo.data)
+    _close(to.detach(), eo._data)
     g = RNG.standard_normal(to.shape)
     to.backward(torch.tensor(g))
     eo.backward(ember.tensor(g))
     for a, b in zip(T, E):
-        _close(a.grad, b.grad.data)
+        _close(a.grad, b.grad._data)
     if m is not None and m.dtype.kind == "f":
-        _close(tm.grad, em.grad.data)
+        _close(tm.grad, em.grad._data)
 
 
 @requires_torch
@@ -77,12 +77,12 @@ def test_sdpa_fully_masked_rows_give_zeros_like_torch():
     T, E = [_t(a) for a in (q, k, v)], [_e(a) for a in (q, k, v)]
     to = torch.nn.functional.scaled_dot_product_attention(*T, attn_mask=_t(m))
     eo = EF.scaled_dot_product_attention(*E, attn_mask=_e(m))
-    _close(to.detach(), eo.data)
-    assert np.all(eo.data[:, 1] == 0)
+    _close(to.detach(), eo._data)
+    assert np.all(eo._data[:, 1] == 0)
     to.sum().backward()
     eo.sum().backward()
     for a, b in zip(T, E):
-        _close(a.grad, b.grad.data)
+        _close(a.grad, b.grad._data)
 
 
 def test_sdpa_is_one_graph_node():
@@ -119,7 +119,7 @@ def test_sdpa_double_backward_fully_masked_row_is_finite():
     out = EF.scaled_dot_product_attention(q, k, v, attn_mask=ember.tensor(m))
     (gq,) = ember.autograd.grad((out * out).sum(), q, create_graph=True)
     gq.sum().backward()
-    assert np.isfinite(q.grad.data).all() and np.isfinite(k.grad.data).all()
+    assert np.isfinite(q.grad._data).all() and np.isfinite(k.grad._data).all()
 
 
 def test_sdpa_dropout_reproducible_by_seed():
@@ -129,9 +129,9 @@ def test_sdpa_dropout_reproducible_by_seed():
     ember.manual_seed(3)
     b = EF.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
     c = EF.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
-    np.testing.assert_array_equal(a.data, b.data)
-    assert not np.array_equal(a.data, c.data)
-    assert not np.allclose(a.data, EF.scaled_dot_product_attention(q, k, v).data)
+    np.testing.assert_array_equal(a._data, b._data)
+    assert not np.array_equal(a._data, c._data)
+    assert not np.allclose(a._data, EF.scaled_dot_product_attention(q, k, v)._data)
 
 
 def test_sdpa_bad_inputs():
@@ -171,11 +171,11 @@ def _check_module(tm, em, inputs, kw_t=None, kw_e=None, weights=False):
     T, E = [_t(a) for a in inputs], [_e(a) for a in inputs]
     ro, re = tm(*T, **(kw_t or {})), em(*E, **(kw_e or {}))
     (to, tw), (eo, ew) = (ro, re) if weights else ((ro, None), (re, None))
-    _close(to.detach(), eo.data)
+    _close(to.detach(), eo._data)
     g = RNG.standard_normal(to.shape)
     lt, le = (to * torch.tensor(g)).sum(), (eo * ember.tensor(g)).sum()
     if tw is not None:
-        _close(tw.detach(), ew.data)
+        _close(tw.detach(), ew._data)
         gw = RNG.standard_normal(tw.shape)
         lt, le = lt + (tw * torch.tensor(gw)).sum(), le + (ew * ember.tensor(gw)).sum()
     else:
@@ -183,10 +183,10 @@ def _check_module(tm, em, inputs, kw_t=None, kw_e=None, weights=False):
     lt.backward()
     le.backward()
     for a, b in zip(T, E):
-        _close(a.grad, b.grad.data)
+        _close(a.grad, b.grad._data)
     ep = dict(em.named_parameters())
     for n, p in tm.named_parameters():
-        _close(p.grad, ep[n].grad.data, 1e-9)
+        _close(p.grad, ep[n].grad._data, 1e-9)
 
 
 MHA_CFGS = [dict(), dict(batch_first=True), dict(add_bias_kv=True, add_zero_attn=True), dict(kdim=5, vdim=3),
@@ -226,10 +226,10 @@ def test_mha_self_attention_unbatched_and_3d_mask():
         tx, ex = _t(x), _e(x)
         to, tw = tm(tx, tx, tx, need_weights=nw)
         eo, ew = em(ex, ex, ex, need_weights=nw)
-        _close(to.detach(), eo.data)
+        _close(to.detach(), eo._data)
         to.sum().backward()
         eo.sum().backward()
-        _close(tx.grad, ex.grad.data)
+        _close(tx.grad, ex.grad._data)
     m = RNG.standard_normal((4, 3, 3))
     x3 = RNG.standard_normal((3, 2, 8))
     _check_module(tm, em, [x3, x3, x3], dict(attn_mask=_t(m, False)), dict(attn_mask=_e(m, False)), weights=True)
@@ -239,9 +239,9 @@ def test_mha_init_and_names():
     ember.manual_seed(0)
     m = ember.nn.MultiheadAttention(16, 4)
     assert m.in_proj_weight.shape == (48, 16) and m.q_proj_weight is None
-    assert np.all(m.in_proj_bias.data == 0) and np.all(m.out_proj.bias.data == 0)
+    assert np.all(m.in_proj_bias._data == 0) and np.all(m.out_proj.bias._data == 0)
     bound = np.sqrt(6 / (48 + 16))
-    assert np.abs(m.in_proj_weight.data).max() <= bound and np.abs(m.in_proj_weight.data).max() > 0.9 * bound
+    assert np.abs(m.in_proj_weight._data).max() <= bound and np.abs(m.in_proj_weight._data).max() > 0.9 * bound
     assert isinstance(m.out_proj, ember.nn.Linear)
     m2 = ember.nn.MultiheadAttention(16, 4, kdim=3, vdim=5, add_bias_kv=True)
     assert [n for n, _ in m2.named_parameters()] == ["q_proj_weight", "k_proj_weight", "v_proj_weight",
@@ -255,9 +255,9 @@ def test_mha_fully_masked_rows():
     kp = np.zeros((2, 3), bool)
     kp[0] = True
     out, _ = m(x, x, x, key_padding_mask=ember.tensor(kp), need_weights=False)
-    np.testing.assert_array_equal(out.data[:, 0], 0)  # the fused path: zeros, as PyTorch's SDPA
+    np.testing.assert_array_equal(out._data[:, 0], 0)  # the fused path: zeros, as PyTorch's SDPA
     out, w = m(x, x, x, key_padding_mask=ember.tensor(kp))
-    assert np.isnan(out.data[:, 0]).all() and np.isfinite(out.data[:, 1]).all()  # the explicit path: NaN, as PyTorch
+    assert np.isnan(out._data[:, 0]).all() and np.isfinite(out._data[:, 1]).all()  # the explicit path: NaN, as PyTorch
 
 
 def test_mha_dropout_reproducible_by_seed():
@@ -268,11 +268,11 @@ def test_mha_dropout_reproducible_by_seed():
         a = m(x, x, x, need_weights=nw)[0]
         ember.manual_seed(1)
         b = m(x, x, x, need_weights=nw)[0]
-        np.testing.assert_array_equal(a.data, b.data)
+        np.testing.assert_array_equal(a._data, b._data)
         m.eval()
         c = m(x, x, x, need_weights=nw)[0]
         m.train()
-        assert not np.allclose(a.data, c.data)
+        assert not np.allclose(a._data, c._data)
 
 
 def test_mha_gradcheck():
@@ -334,7 +334,7 @@ def test_transformer_encoder_parity(cfg):
     L = 4 if cfg.get("batch_first") else 3
     mt = torch.nn.Transformer.generate_square_subsequent_mask(L, dtype=torch.float64)
     me = ember.nn.Transformer.generate_square_subsequent_mask(L, dtype=ember.float64)
-    _close(mt, me.data)
+    _close(mt, me._data)
     kp = np.zeros((4 if not cfg.get("batch_first") else 3, L), bool)
     kp[:, -1] = True
     _check_module(te, ee, [x], dict(mask=mt, src_key_padding_mask=_t(kp), is_causal=True),
@@ -359,7 +359,7 @@ def test_transformer_parity(cfg):
 
 def test_transformer_init_and_errors():
     m = ember.nn.Transformer(8, 2, 1, 1, 16)
-    w = m.encoder.layers[0].linear1.weight.data
+    w = m.encoder.layers[0].linear1.weight._data
     assert np.abs(w).max() <= np.sqrt(6 / (8 + 16))
     assert m.generate_square_subsequent_mask(3).dtype == ember.float32
     with pytest.raises(RuntimeError, match="batch number of src and tgt"):
@@ -379,9 +379,9 @@ def test_transformer_dropout_reproducible_by_seed():
     a = layer(x)
     ember.manual_seed(4)
     b = layer(x)
-    np.testing.assert_array_equal(a.data, b.data)
+    np.testing.assert_array_equal(a._data, b._data)
     layer.eval()
-    assert not np.allclose(a.data, layer(x).data)
+    assert not np.allclose(a._data, layer(x)._data)
 
 
 def test_encoder_layer_gradcheck():
@@ -397,15 +397,15 @@ def test_embedding_padding_idx_parity(padding_idx):
     te = torch.nn.Embedding(6, 3, padding_idx=padding_idx, dtype=torch.float64)
     ee = ember.nn.Embedding(6, 3, padding_idx=padding_idx, dtype=ember.float64)
     assert ee.padding_idx == te.padding_idx
-    assert np.all(ee.weight.data[ee.padding_idx] == 0)
+    assert np.all(ee.weight._data[ee.padding_idx] == 0)
     _load(ee, te)
     idx = np.array([[0, 2, 5, 2], [5, 1, 2, 0]])
     to, eo = te(torch.tensor(idx)), ee(ember.tensor(idx))
     g = RNG.standard_normal(to.shape)
     to.backward(torch.tensor(g))
     eo.backward(ember.tensor(g))
-    _close(te.weight.grad, ee.weight.grad.data)
-    assert np.all(ee.weight.grad.data[ee.padding_idx] == 0)
+    _close(te.weight.grad, ee.weight.grad._data)
+    assert np.all(ee.weight.grad._data[ee.padding_idx] == 0)
 
 
 @requires_torch
@@ -416,13 +416,13 @@ def test_embedding_max_norm_renormalises_in_place(norm_type):
     tw, ew = torch.tensor(w, requires_grad=True), _e(w)
     to = torch.nn.functional.embedding(torch.tensor(idx), tw, max_norm=1.5, norm_type=norm_type)
     eo = EF.embedding(ember.tensor(idx), ew, max_norm=1.5, norm_type=norm_type)
-    _close(to.detach(), eo.data)
-    _close(tw.detach(), ew.data)  # the used rows of the weight itself were rescaled
-    assert np.array_equal(ew.data[[2, 4, 5]], w[[2, 4, 5]])
+    _close(to.detach(), eo._data)
+    _close(tw.detach(), ew._data)  # the used rows of the weight itself were rescaled
+    assert np.array_equal(ew._data[[2, 4, 5]], w[[2, 4, 5]])
     g = RNG.standard_normal(to.shape)
     to.backward(torch.tensor(g))
     eo.backward(ember.tensor(g))
-    _close(tw.grad, ew.grad.data)
+    _close(tw.grad, ew.grad._data)
 
 
 @requires_torch
@@ -437,8 +437,8 @@ def test_functional_multi_head_attention_forward_parity():
                                               mk(ow[0]), mk(ow[1]), training=False)
 
     (to, tw), (eo, ew) = run(torch.nn.functional, torch.tensor), run(EF, ember.tensor)
-    _close(to, eo.data)
-    _close(tw, ew.data)
+    _close(to, eo._data)
+    _close(tw, ew._data)
 
 
 # ---------------------------------------------------------------------- CUDA (a real GPU, or tests/_fakecuda.py)

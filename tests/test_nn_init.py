@@ -251,7 +251,7 @@ def test_clip_grad_norm_float32_single_tensor_and_no_grads():
 
 def test_clip_grad_norm_nonfinite():
     e, _ = _params_with_grads()
-    e[0].grad.data[0, 0] = np.inf
+    e[0].grad._data[0, 0] = np.inf
     with pytest.raises(RuntimeError, match="non-finite.*error_if_nonfinite=False"):
         nn.utils.clip_grad_norm_(e, 1.0, error_if_nonfinite=True)
     assert np.isinf(e[0].grad.numpy()[0, 0])  # nothing was scaled

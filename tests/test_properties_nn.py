@@ -532,7 +532,7 @@ def test_fused_conv_relu_pool(order: str, bias: bool, dtype: str, data) -> None:
     with torch.no_grad():  # one set of weights for all three runs
         for (_, ep), (_, tp) in zip(em.named_parameters(), tm.named_parameters()):
             tp.copy_(torch.from_numpy(_values(tuple(tp.shape), dtype, seed)))
-            ep.data[...] = tp.numpy()
+            ep._data[...] = tp.numpy()
             seed += 1
     results = []
     for fused in (True, False):

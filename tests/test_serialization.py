@@ -60,7 +60,7 @@ def assert_same(a, b, path="obj"):
     assert type(a) is type(b) or (isinstance(a, ember.Tensor) and type(b) is ember.Tensor), \
         f"{path}: {type(a)} vs {type(b)}"
     if isinstance(a, ember.Tensor):
-        assert same_array(a.data, b.data), path
+        assert same_array(a._data, b._data), path
     elif isinstance(a, dict):
         assert list(a.keys()) == list(b.keys()), path
         for (ka, va), kb in zip(a.items(), b.keys()):
@@ -102,7 +102,7 @@ def test_roundtrip_every_dtype(dtype, tmp_path):
     t = ember.from_numpy(sample(dtype))
     out = roundtrip(t, tmp_path)
     assert type(out) is ember.Tensor and out.dtype is t.dtype
-    assert same_array(out.data, t.data)
+    assert same_array(out._data, t._data)
 
 
 @pytest.mark.parametrize("make", [
@@ -120,7 +120,7 @@ def test_roundtrip_shapes_and_layouts(make, tmp_path):
     t = make()
     out = roundtrip({"t": t}, tmp_path)["t"]
     assert out.shape == t.shape and out.dtype is t.dtype
-    assert same_array(out.data, t.data)
+    assert same_array(out._data, t._data)
 
 
 def test_loaded_tensors_are_fresh_plain_tensors(tmp_path):
@@ -130,11 +130,11 @@ def test_loaded_tensors_are_fresh_plain_tensors(tmp_path):
     for k, src in (("p", p), ("t", t)):
         o = out[k]
         assert type(o) is ember.Tensor and not o.requires_grad and o.is_leaf
-        assert o.data.flags.writeable and o.data.flags.owndata and o.data.flags.c_contiguous
-        assert o.data.ctypes.data % o.data.itemsize == 0
-        assert same_array(o.data, src.data)
-        o.data[...] = 0  # writable, and independent of the source
-        assert not np.all(src.data == 0)
+        assert o._data.flags.writeable and o._data.flags.owndata and o._data.flags.c_contiguous
+        assert o._data.ctypes.data % o._data.itemsize == 0
+        assert same_array(o._data, src._data)
+        o._data[...] = 0  # writable, and independent of the source
+        assert not np.all(src._data == 0)
 
 
 def test_nested_structure_with_every_scalar_kind(tmp_path):
@@ -214,7 +214,7 @@ def test_shared_tensors_are_stored_once_and_load_shared(tmp_path):
     assert sorted(k for k in header if k != "__metadata__") == ["enc.weight", "part"]
     out = ember.load(p)
     assert out["enc.weight"] is out["dec.weight"] is out["alias"]
-    assert out["part"] is not out["enc.weight"] and same_array(out["part"].data, part.data)
+    assert out["part"] is not out["enc.weight"] and same_array(out["part"]._data, part._data)
     assert list(out) == list(obj)
 
 
@@ -247,7 +247,7 @@ def test_file_layout_follows_the_safetensors_spec(tmp_path):
             begin, end = v["data_offsets"]
             item = {"I8": 1, "F64": 8, "F16": 2, "BOOL": 1}[v["dtype"]]
             assert begin % item == 0  # every tensor aligned to its item size
-            assert raw[8 + n + begin:8 + n + end] == sd[k].data.astype(sd[k].data.dtype.newbyteorder("<")).tobytes()
+            assert raw[8 + n + begin:8 + n + end] == sd[k]._data.astype(sd[k]._data.dtype.newbyteorder("<")).tobytes()
     assert len(raw) == 8 + n + max(v["data_offsets"][1] for k, v in header.items() if k != "__metadata__")
 
 
@@ -323,7 +323,7 @@ def test_map_location_forms(tmp_path):
         assert_same(sd, ember.load(p, map_location=loc))
     seen = []
     out = ember.load(p, map_location=lambda t, loc: seen.append(loc) or t * 2)
-    assert seen == ["cpu"] and np.allclose(out["w"].data, 2 * sd["w"].data)
+    assert seen == ["cpu"] and np.allclose(out["w"]._data, 2 * sd["w"]._data)
     assert_same(sd, ember.load(p, map_location=lambda t, loc: None))
     assert_same(sd, ember.load(p, weights_only=False))
     assert_same(sd, ember.load(p, weights_only=True))
@@ -347,7 +347,7 @@ def test_state_dict_reads_with_safetensors_numpy(tmp_path):
     got = st_numpy.load_file(str(p))
     assert set(got) == set(sd)
     for k, t in sd.items():
-        assert same_array(got[k], t.data), k
+        assert same_array(got[k], t._data), k
     from safetensors import safe_open
     with safe_open(str(p), "np") as f:
         assert "ember" in f.metadata()
@@ -363,7 +363,7 @@ def test_plain_safetensors_file_loads_as_dict(tmp_path):
     out = ember.load(p)
     assert type(out) is dict and set(out) == set(arrays)
     for k, a in arrays.items():
-        assert type(out[k]) is ember.Tensor and same_array(out[k].data, a), k
+        assert type(out[k]) is ember.Tensor and same_array(out[k]._data, a), k
     buf = io.BytesIO(st_numpy.save(arrays))
     assert set(ember.load(buf)) == set(arrays)
 
@@ -388,7 +388,7 @@ def test_torch_weights_load_in_ember_with_identical_outputs(tmp_path):
     assert set(sd) == set(model.state_dict())
     x = np.random.default_rng(0).standard_normal((4, 6))
     want = model(torch.from_numpy(x)).detach().numpy()
-    np.testing.assert_allclose(_ember_mlp(sd, ember.from_numpy(x)).data, want, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(_ember_mlp(sd, ember.from_numpy(x))._data, want, rtol=1e-13, atol=1e-15)
 
 
 @requires_st_torch
@@ -403,14 +403,14 @@ def test_ember_weights_load_in_torch_with_identical_outputs(tmp_path):
     model = _torch_mlp()
     model.load_state_dict(st_torch.load_file(str(p)))
     x = rng.standard_normal((4, 6))
-    np.testing.assert_allclose(model(torch.from_numpy(x)).detach().numpy(), _ember_mlp(sd, ember.from_numpy(x)).data,
+    np.testing.assert_allclose(model(torch.from_numpy(x)).detach().numpy(), _ember_mlp(sd, ember.from_numpy(x))._data,
                                rtol=1e-13, atol=1e-15)  # same weights; only BLAS summation order differs
     # every dtype comes back the same through torch
     sd2 = {np.dtype(d).name: ember.from_numpy(sample(d, (2, 2), seed=3)) for d in DTYPES}
     ember.save(sd2, p)
     got = st_torch.load_file(str(p))
     for k, t in sd2.items():
-        assert same_array(got[k].numpy(), t.data), k
+        assert same_array(got[k].numpy(), t._data), k
 
 
 @requires_st_torch
@@ -420,8 +420,8 @@ def test_bfloat16_reads_as_float32_with_a_warning(tmp_path):
     st_torch.save_file({"w": src, "b": torch.ones(2)}, str(p))
     with pytest.warns(UserWarning, match="'w'|w are bfloat16"):
         out = ember.load(p)
-    assert out["w"].dtype is ember.float32 and out["w"].data.flags.owndata
-    np.testing.assert_array_equal(out["w"].data, src.float().numpy())
+    assert out["w"].dtype is ember.float32 and out["w"]._data.flags.owndata
+    np.testing.assert_array_equal(out["w"]._data, src.float().numpy())
 
 
 # ====================================================================== corrupt and foreign files
@@ -690,7 +690,7 @@ def test_generator_state_roundtrip_and_independence():
     other = ember.Generator().manual_seed(99)
     assert other.set_state(st) is other and other.initial_seed() == -5
     assert ember.rand(6, generator=other).tolist() == a
-    st.data[...] = 0  # the returned state is a copy: changing it changes no generator
+    st._data[...] = 0  # the returned state is a copy: changing it changes no generator
     assert ember.rand(2, generator=g).tolist() == ember.rand(2, generator=other).tolist()
 
 
@@ -713,10 +713,10 @@ def test_bad_rng_states():
     with pytest.raises(RuntimeError, match="64 bytes.*got 10"):
         ember.set_rng_state(s[:10])
     junk = s.clone()
-    junk.data[0] ^= 1
+    junk._data[0] ^= 1
     with pytest.raises(RuntimeError, match="not an ember RNG state"):
         ember.set_rng_state(junk)
     even = s.clone()
-    even.data[24] &= 0xFE  # PCG64's increment is always odd
+    even._data[24] &= 0xFE  # PCG64's increment is always odd
     with pytest.raises(RuntimeError, match="not an ember RNG state"):
         ember.Generator().set_state(even)

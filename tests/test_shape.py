@@ -210,7 +210,7 @@ def test_views_share_memory_and_version(name, grad):
     base = ember.tensor(rand(2, 3, 4), requires_grad=grad)
     x = base * 1 if grad else base  # with grad: a non-leaf, so its views are recorded in the graph
     y = VIEWS[name](x)
-    assert np.shares_memory(y.data, x.data)
+    assert np.shares_memory(y._data, x._data)
     assert y._base is x
     v0 = x._version
     with ember.no_grad():
@@ -226,7 +226,7 @@ def test_views_share_memory_and_version(name, grad):
 def test_expand_is_a_shared_read_only_view():
     x = ember.tensor(rand(3, 1))
     y = x.expand(2, 3, 4)
-    assert np.shares_memory(y.data, x.data) and y._base is x
+    assert np.shares_memory(y._data, x._data) and y._base is x
     with ember.no_grad():
         x.add_(1.0)
     assert y._version == x._version == 1
@@ -240,9 +240,9 @@ def test_expand_is_a_shared_read_only_view():
 def test_view_of_a_view_records_the_root_base():
     x = ember.tensor(rand(2, 3, 4))
     y = x.transpose(0, 1).reshape(3, 2, 2, 2)  # splits a dim: still a view, of x itself
-    assert np.shares_memory(y.data, x.data) and y._base is x
+    assert np.shares_memory(y._data, x._data) and y._base is x
     z = x.transpose(0, 1).reshape(3, 8)  # merges dims across the transposition: a copy
-    assert not np.shares_memory(z.data, x.data) and z._base is None
+    assert not np.shares_memory(z._data, x._data) and z._base is None
 
 
 @pytest.mark.parametrize("fn", [lambda x: x.flip(0), lambda x: x.roll(1), lambda x: x.repeat(1, 1, 1),
@@ -251,7 +251,7 @@ def test_view_of_a_view_records_the_root_base():
 def test_copying_ops_do_not_alias(fn):
     x = ember.tensor(rand(3, 4))
     y = fn(x)
-    assert not np.shares_memory(y.data, x.data)
+    assert not np.shares_memory(y._data, x._data)
     assert y._base is None
     with ember.no_grad():
         x.add_(1.0)
@@ -265,7 +265,7 @@ def test_view_ops_return_new_tensors_but_contiguous_returns_self():
         assert y is not x and y._base is x
     xt = x.t()
     c = xt.contiguous()
-    assert c is not xt and c.is_contiguous() and not np.shares_memory(c.data, x.data)
+    assert c is not xt and c.is_contiguous() and not np.shares_memory(c._data, x._data)
     np.testing.assert_array_equal(c.numpy(), x.numpy().T)
 
 
@@ -282,7 +282,7 @@ def test_view_requires_compatible_strides():
         x.t().view(12)
     # a transposed tensor can still be viewed where no dims are merged across the transposition
     y = x.t().view(2, 2, 3)
-    assert np.shares_memory(y.data, x.data)
+    assert np.shares_memory(y._data, x._data)
     np.testing.assert_array_equal(y.numpy(), x.numpy().T.reshape(2, 2, 3))
 
 

@@ -28,7 +28,7 @@ def _outputs(func, inputs) -> list:
 
 def _float_outputs(func, inputs) -> list:
     """The differentiable outputs (integer outputs such as indices have no gradient)."""
-    return [o for o in _outputs(func, inputs) if o.data.dtype.kind == "f"]
+    return [o for o in _outputs(func, inputs) if o._data.dtype.kind == "f"]
 
 
 def _numerical(func, inputs, diff_idx, out_count, eps) -> list:
@@ -37,15 +37,15 @@ def _numerical(func, inputs, diff_idx, out_count, eps) -> list:
         base = _outputs(func, inputs)
     jacs = []
     for i in diff_idx:
-        x = inputs[i].data
-        per_out = [np.zeros((o.data.size, x.size)) for o in base]
+        x = inputs[i]._data
+        per_out = [np.zeros((o._data.size, x.size)) for o in base]
         for j, idx in enumerate(np.ndindex(x.shape)):
             orig = x[idx].item()
             with no_grad():
                 x[idx] = orig + eps
-                plus = [to_host(o.data).astype(np.float64) for o in _outputs(func, inputs)]
+                plus = [to_host(o._data).astype(np.float64) for o in _outputs(func, inputs)]
                 x[idx] = orig - eps
-                minus = [to_host(o.data).astype(np.float64) for o in _outputs(func, inputs)]
+                minus = [to_host(o._data).astype(np.float64) for o in _outputs(func, inputs)]
                 x[idx] = orig
             for k in range(out_count):
                 per_out[k][:, j] = ((plus[k] - minus[k]) / (2 * eps)).reshape(-1)
@@ -56,12 +56,12 @@ def _numerical(func, inputs, diff_idx, out_count, eps) -> list:
 def _analytical(func, inputs, diff_idx) -> tuple[list, list]:
     outs = _outputs(func, inputs)
     diff_in = [inputs[i] for i in diff_idx]
-    jacs = [[np.zeros((o.data.size, inputs[i].data.size)) for o in outs] for i in diff_idx]
+    jacs = [[np.zeros((o._data.size, inputs[i]._data.size)) for o in outs] for i in diff_idx]
     for k, o in enumerate(outs):
         if not o.requires_grad:
             continue
-        for r in range(o.data.size):
-            g = np.zeros(o.data.size, o.data.dtype)
+        for r in range(o._data.size):
+            g = np.zeros(o._data.size, o._data.dtype)
             g[r] = 1
             gs = grad([o], diff_in, [make(transfer(g.reshape(o.shape), o.device))], retain_graph=True, allow_unused=True)
             for m, gi in enumerate(gs):
@@ -69,7 +69,7 @@ def _analytical(func, inputs, diff_idx) -> tuple[list, list]:
                     if gi.shape != diff_in[m].shape:
                         raise GradcheckError(f"gradient of input {diff_idx[m]} has shape {list(gi.shape)}, "
                                              f"expected {list(diff_in[m].shape)}")
-                    jacs[m][k][r, :] = to_host(gi.data).astype(np.float64).reshape(-1)
+                    jacs[m][k][r, :] = to_host(gi._data).astype(np.float64).reshape(-1)
     return jacs, outs
 
 
@@ -104,7 +104,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
     outs = _float_outputs(func, inputs)
     if grad_outputs is None:
         rng = np.random.default_rng(0)
-        grad_outputs = [make(transfer(rng.standard_normal(o.shape).astype(o.data.dtype), o.device)).requires_grad_()
+        grad_outputs = [make(transfer(rng.standard_normal(o.shape).astype(o._data.dtype), o.device)).requires_grad_()
                         for o in outs]
     grad_outputs = list(_as_tuple(grad_outputs))
     n_in = len(inputs)

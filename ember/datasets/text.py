@@ -86,7 +86,7 @@ class CharText(Dataset):
         if not -n <= i < n:
             raise IndexError(f"CharText: index {i} is out of range for {n} windows")
         s = int(self._starts[i])
-        d = self.data.data
+        d = self.data._data
         return make(d[s:s + self.seq_len]), make(d[s + 1:s + 1 + self.seq_len])
 
     def __repr__(self) -> str:

@@ -38,12 +38,12 @@ def _as_planes(img: Image, who: str) -> tuple[np.ndarray, Callable[[np.ndarray],
     """`img` as an array of shape (..., H, W), and a function turning such an array back into a
     new image of img's kind (a Tensor, or an H×W / H×W×C array) that shares no memory with `img`."""
     if isinstance(img, Tensor):
-        if backend.device_of(img.data) != backend.CPU:
-            raise TypeError(f"{who}: transforms run on CPU tensors, got one on {backend.device_of(img.data)}; "
+        if backend.device_of(img._data) != backend.CPU:
+            raise TypeError(f"{who}: transforms run on CPU tensors, got one on {backend.device_of(img._data)}; "
                             f"move it with .cpu() first")
-        if img.data.ndim < 2:
+        if img._data.ndim < 2:
             raise ValueError(f"{who}: expected a tensor image of shape (..., H, W), got shape {tuple(img.shape)}")
-        return img.data, lambda a: make(a.copy())
+        return img._data, lambda a: make(a.copy())
     if isinstance(img, np.ndarray):
         if img.ndim == 2:
             return img, np.copy
@@ -133,7 +133,7 @@ class Normalize:
         if not isinstance(tensor, Tensor):
             raise TypeError(f"Normalize: img should be a Tensor image, got {type(tensor).__name__} "
                             f"(apply ToTensor first)")
-        arr = tensor.data
+        arr = tensor._data
         if arr.dtype.kind != "f":
             raise TypeError(f"Normalize: input tensor should be a float tensor, got {tensor.dtype}")
         if arr.ndim < 3:

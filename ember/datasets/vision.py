@@ -71,10 +71,10 @@ class ImageTensorDataset(VisionDataset):
     train: bool
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
-        return self._transformed(self.data.data[index].copy(), int(self.targets.data[index]))
+        return self._transformed(self.data._data[index].copy(), int(self.targets._data[index]))
 
     def __len__(self) -> int:
-        return len(self.data.data)
+        return len(self.data._data)
 
     def extra_repr(self) -> str:
         return f"Split: {'Train' if self.train else 'Test'}"

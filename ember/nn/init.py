@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 
 from .. import backend
-from .._creation import _gen
+from .._creation import numpy_generator
 from .._tensor import Tensor, bump_version
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_", "dirac_",
@@ -63,7 +63,7 @@ def _check(tensor, fn: str) -> Tensor:
 
 
 def _float(tensor: Tensor, fn: str) -> np.dtype:
-    d = tensor.data.dtype
+    d = tensor._data.dtype
     if d.kind != "f":
         raise TypeError(f"{fn}(): expected a floating-point tensor, got {str(tensor.dtype).replace('ember.', '')}")
     return d
@@ -72,7 +72,7 @@ def _float(tensor: Tensor, fn: str) -> np.dtype:
 def _write(tensor: Tensor, values) -> Tensor:
     """Copy values (a host array or a scalar) into the tensor's array on its device (in place, no autograd)
     and record the change."""
-    a = tensor.data
+    a = tensor._data
     if a.__class__ is not np.ndarray and isinstance(values, np.ndarray):
         values = backend.transfer(values, backend.device_of(a))
     a[...] = values
@@ -88,7 +88,7 @@ class _HostDraws:
 
     def __init__(self, generator) -> None:
         if generator is None or generator.device.type == "cpu":
-            self.np, self.dev = _gen(generator), None
+            self.np, self.dev = numpy_generator(generator), None
         else:
             self.np, self.dev = None, generator
 
@@ -117,7 +117,7 @@ def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> 
     """Fill with values drawn from U(a, b)."""
     _check(tensor, "uniform_")
     d = _float(tensor, "uniform_")
-    u = _HostDraws(generator).random(tensor.data.shape, dtype=d if d.itemsize >= 4 else np.float32)
+    u = _HostDraws(generator).random(tensor._data.shape, dtype=d if d.itemsize >= 4 else np.float32)
     u *= b - a
     u += a
     return _write(tensor, u)
@@ -127,7 +127,7 @@ def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None)
     """Fill with values drawn from N(mean, std²)."""
     _check(tensor, "normal_")
     d = _float(tensor, "normal_")
-    z = _HostDraws(generator).standard_normal(tensor.data.shape, dtype=d if d.itemsize >= 4 else np.float32)
+    z = _HostDraws(generator).standard_normal(tensor._data.shape, dtype=d if d.itemsize >= 4 else np.float32)
     z *= std
     z += mean
     return _write(tensor, z)
@@ -145,7 +145,7 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
     rng = _HostDraws(generator)
-    shape, n = tensor.data.shape, tensor.data.size
+    shape, n = tensor._data.shape, tensor._data.size
     out = np.empty(n, np.float64)
     pending = np.arange(n)
     mass = 0.5 * (math.erf((b - mean) / (std * math.sqrt(2))) - math.erf((a - mean) / (std * math.sqrt(2))))
@@ -185,16 +185,16 @@ def zeros_(tensor: Tensor) -> Tensor:
 def eye_(tensor: Tensor) -> Tensor:
     """Fill a 2-D tensor with the identity matrix (ones on the main diagonal of a rectangular matrix)."""
     _check(tensor, "eye_")
-    if tensor.data.ndim != 2:
+    if tensor._data.ndim != 2:
         raise ValueError(f"Only tensors with 2 dimensions are supported (eye_ got shape {list(tensor.shape)})")
-    return _write(tensor, np.eye(*tensor.data.shape, dtype=tensor.data.dtype))  # built on the host
+    return _write(tensor, np.eye(*tensor._data.shape, dtype=tensor._data.dtype))  # built on the host
 
 
 def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
     """Fill a 3/4/5-D convolution weight with the Dirac delta: the convolution then passes its input channels
     through (per group, as many as min(out_channels/groups, in_channels))."""
     _check(tensor, "dirac_")
-    a = tensor.data
+    a = tensor._data
     if a.ndim not in (3, 4, 5):
         raise ValueError(f"Only tensors with 3, 4, or 5 dimensions are supported (dirac_ got shape {list(a.shape)})")
     if a.shape[0] % groups:
@@ -284,10 +284,10 @@ def orthogonal_(tensor: Tensor, gain: float = 1, generator=None) -> Tensor:
         raise ValueError(f"Only tensors with 2 or more dimensions are supported (orthogonal_ got shape "
                          f"{list(tensor.shape)})")
     d = _float(tensor, "orthogonal_")
-    if tensor.data.size == 0:
+    if tensor._data.size == 0:
         return tensor
     rows = tensor.shape[0]
-    cols = tensor.data.size // rows
+    cols = tensor._data.size // rows
     flat = _HostDraws(generator).standard_normal((rows, cols))
     if rows < cols:
         flat = flat.T
@@ -295,7 +295,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1, generator=None) -> Tensor:
     q *= np.sign(np.diag(r))
     if rows < cols:
         q = q.T
-    return _write(tensor, (q * gain).astype(d).reshape(tensor.data.shape))
+    return _write(tensor, (q * gain).astype(d).reshape(tensor._data.shape))
 
 
 def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) -> Tensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype as dt
-from .._tensor import Tensor, _init, _new
+from .._tensor import Tensor, make
 
 
 class Parameter(Tensor):
@@ -20,11 +20,10 @@ class Parameter(Tensor):
         if data is None:
             arr = np.empty((0,), dt.NP_DEFAULT_FLOAT)
         elif isinstance(data, Tensor):
-            arr = data.data
+            arr = data._data
         else:
             raise TypeError(f"Parameter(): data must be a Tensor, got {type(data).__name__}")
-        p = _new(cls)
-        _init(p, arr, False, None)
+        p = make(arr, cls=cls)
         if requires_grad:
             p.requires_grad_(True)
         return p
@@ -36,13 +35,12 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
     def __reduce_ex__(self, protocol):
-        return (_rebuild_parameter, (self.data, self.requires_grad))
+        return (_rebuild_parameter, (self._data, self.requires_grad))
 
     def __deepcopy__(self, memo):
         if id(self) in memo:
             return memo[id(self)]
-        p = _new(Parameter)
-        _init(p, self.data.copy(), self.requires_grad, None)
+        p = make(self._data.copy(), self.requires_grad, None, Parameter)
         if self.grad is not None:
             p.grad = self.grad.__deepcopy__(memo)
         memo[id(self)] = p

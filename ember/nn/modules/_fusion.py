@@ -58,8 +58,8 @@ def fused_conv_relu_pool(conv, second, third, x):
         return None
     p = _pool_window(pool)
     w = conv.weight
-    if p is None or x.ndim != 4 or x.shape[1] != conv.in_channels or x.data.dtype.kind != "f" \
-            or x.data.dtype != w.data.dtype or (conv.bias is not None and conv.bias.data.dtype != w.data.dtype):
+    if p is None or x.ndim != 4 or x.shape[1] != conv.in_channels or x._data.dtype.kind != "f" \
+            or x._data.dtype != w._data.dtype or (conv.bias is not None and conv.bias._data.dtype != w._data.dtype):
         return None
     # output size of the convolution, to check that at least one pool window fits
     hw = []

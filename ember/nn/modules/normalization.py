@@ -84,9 +84,9 @@ class _BatchNorm(Module):
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             n = self.num_batches_tracked
-            n.data += 1
+            n._data += 1
             bump_version(n)
-            factor = 1.0 / float(n.data) if self.momentum is None else self.momentum
+            factor = 1.0 / float(n._data) if self.momentum is None else self.momentum
         use_batch = self.training or (self.running_mean is None and self.running_var is None)
         track = not self.training or self.track_running_stats
         return batch_norm(input, self.running_mean if track else None, self.running_var if track else None,
@@ -129,7 +129,7 @@ class LayerNorm(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         ns = self.normalized_shape
-        if isinstance(input, Tensor) and tuple(input.data.shape[input.data.ndim - len(ns):]) != ns:
+        if isinstance(input, Tensor) and tuple(input._data.shape[input._data.ndim - len(ns):]) != ns:
             raise RuntimeError(f"{self._get_name()}({self.extra_repr()}): expected input of shape "
                                f"[*, {', '.join(map(str, ns))}] (its last dims = normalized_shape), got input of shape "
                                f"{list(input.shape)}")

@@ -133,7 +133,7 @@ class RNNBase(Module):
         if packed:
             data, bsz_t, sorted_idx, unsorted_idx = input
             # batch_sizes drive the Python loop over steps: host ints (PyTorch keeps them on the CPU too)
-            bsz = to_host(bsz_t.data).astype(np.int64, copy=False)
+            bsz = to_host(bsz_t._data).astype(np.int64, copy=False)
             batched = True
             b = int(bsz[0])
             if data.dim() != 2:

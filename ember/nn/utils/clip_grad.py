@@ -49,7 +49,7 @@ def _vector_norm(a, p: float) -> float:
 def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach=None) -> Tensor:
     """The norm_type-norm of the norms of `tensors` (= the norm of all their elements together), as a 0-d tensor
     of their dtype; 0 when there are none."""
-    ts = [t.data if isinstance(t, Tensor) else t for t in _as_list(tensors, "tensors")]
+    ts = [t._data if isinstance(t, Tensor) else t for t in _as_list(tensors, "tensors")]
     p = float(norm_type)
     if not ts:
         return make(np.asarray(0.0, dt.NP_DEFAULT_FLOAT))
@@ -68,7 +68,7 @@ def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor, forea
     for p in _as_list(parameters, "parameters"):
         g = p.grad
         if g is not None:
-            g.data *= np.asarray(coef, g.data.dtype)
+            g._data *= np.asarray(coef, g._data.dtype)
             bump_version(g)
 
 
@@ -89,5 +89,5 @@ def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
     """Clamp every gradient of `parameters` in place to [-clip_value, clip_value]."""
     v = float(clip_value)
     for g in _grads(parameters):
-        np.clip(g.data, -v, v, out=g.data)
+        np.clip(g._data, -v, v, out=g._data)
         bump_version(g)

@@ -19,13 +19,13 @@ def vector_to_parameters(vec: Tensor, parameters) -> None:
     if not isinstance(vec, Tensor):
         raise TypeError(f"expected torch.Tensor, but got: {type(vec).__name__}")
     params = list(parameters)
-    total = sum(p.data.size for p in params)
-    if vec.data.ndim != 1 or vec.data.size != total:
+    total = sum(p._data.size for p in params)
+    if vec._data.ndim != 1 or vec._data.size != total:
         raise RuntimeError(f"vector_to_parameters(): vec of shape {list(vec.shape)} does not match the parameters: "
                            f"expected a 1-D vector of {total} elements (their total numel)")
-    a = vec.data
+    a = vec._data
     start = 0
     for p in params:
-        n = p.data.size
-        p.data = a[start:start + n].reshape(p.data.shape)
+        n = p._data.size
+        p._data = a[start:start + n].reshape(p._data.shape)
         start += n

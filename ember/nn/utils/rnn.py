@@ -59,7 +59,7 @@ def invert_permutation(permutation: Tensor | None) -> Tensor | None:
         return None
     dev = permutation.device if isinstance(permutation, Tensor) else None
     # a handful of indices: inverted on the host, returned on the permutation's device
-    p = to_host(permutation.data) if dev is not None else np.asarray(permutation)
+    p = to_host(permutation._data) if dev is not None else np.asarray(permutation)
     inv = np.empty_like(p)
     inv[p] = np.arange(len(p), dtype=p.dtype)
     return tensor(inv, device=dev)
@@ -68,7 +68,7 @@ def invert_permutation(permutation: Tensor | None) -> Tensor | None:
 def _lengths_array(lengths) -> np.ndarray:
     if isinstance(lengths, Tensor):
         # lengths drive Python-level packing: read on the host (PyTorch wants them there too)
-        return to_host(lengths.data).astype(np.int64).reshape(-1)
+        return to_host(lengths._data).astype(np.int64).reshape(-1)
     return np.asarray(lengths, dtype=np.int64).reshape(-1)
 
 
@@ -116,7 +116,7 @@ def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False, pad
                         total_length: int | None = None) -> tuple:
     """The padded (T, B, *) batch (B, T, * with batch_first) and its lengths (an int64 tensor), in the original
     batch order; T is total_length when given (at least the longest sequence)."""
-    data, bsz = sequence.data, to_host(sequence.batch_sizes.data).astype(np.int64, copy=False)
+    data, bsz = sequence.data, to_host(sequence.batch_sizes._data).astype(np.int64, copy=False)
     tmax, b = len(bsz), int(bsz[0])
     if total_length is not None:
         if total_length < tmax:
@@ -131,7 +131,7 @@ def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False, pad
     for t, k in enumerate(bsz):
         idx[t, :k] = off[t] + np.arange(k)
     # the permutation reorders the host-side gather plan, so it is read on the host
-    unsorted = None if sequence.unsorted_indices is None else to_host(sequence.unsorted_indices.data)
+    unsorted = None if sequence.unsorted_indices is None else to_host(sequence.unsorted_indices._data)
     if unsorted is not None:
         idx = idx[:, unsorted]
         lens = lens[unsorted]

@@ -149,7 +149,7 @@ class WeightedRandomSampler(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         rng = (self.generator or default_generator).np
-        w = self.weights.data
+        w = self.weights._data
         if self.replacement:
             cdf = np.cumsum(w)
             # inverse-CDF draws: `side="right"` never lands on a zero weight, and the clamp covers a
