@@ -16,19 +16,7 @@ from ._creation import (Generator, arange, as_tensor, bernoulli, default_generat
                         from_numpy, full, full_like, get_rng_state, initial_seed, linspace, logspace, manual_seed,
                         multinomial, normal, ones, ones_like, rand, rand_like, randint, randint_like, randn,
                         randn_like, randperm, seed, set_rng_state, tensor, zeros, zeros_like)
-from .ops.arithmetic import (add, allclose, arctan2, atan2, bitwise_and, bitwise_or, bitwise_xor, div, divide, eq, equal,
-                             floor_divide, fmod, ge, gt, isclose, le, lerp, logical_and, logical_or, logical_xor, lt,
-                             maximum, minimum, mul, multiply, ne, pow, remainder, sub, subtract, true_divide, where)
-from .ops.unary import (abs, absolute, bitwise_not, ceil, clamp, clamp_max, clamp_min, clip, cos, erf, erfc, exp,
-                        expm1, fix, floor, isfinite, isinf, isnan, log, log1p, log2, log10, logical_not, nan_to_num,
-                        neg, negative, reciprocal, relu, round, rsqrt, sigmoid, sign, sin, sqrt, square, tan, tanh,
-                        trunc)
-from .ops.convert import clone
-from .ops.nn_activation import log_softmax, softmax
-from .ops.reduce import *  # noqa: F401,F403
-from .ops.shape import *  # noqa: F401,F403
-from .ops.indexing import *  # noqa: F401,F403
-from .ops.linalg import *  # noqa: F401,F403
+globals().update(_ops.FUNCTIONS)  # every op family's declared functions (ember/ops/registry.py)
 from . import cuda, distributed, viz
 from .serialization import save, load
 from . import nn, optim, utils  # noqa: E402  (after the ops: nn, optim and utils.data build on them)

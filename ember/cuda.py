@@ -24,7 +24,7 @@ def is_available() -> bool:
 
 
 def is_initialized() -> bool:
-    return backend.CUDA is not backend._UNSET and backend.CUDA is not None
+    return backend.CUDA is not backend.UNSET and backend.CUDA is not None
 
 
 def init() -> None:
@@ -133,8 +133,8 @@ def manual_seed(seed: int) -> None:
 
 def manual_seed_all(seed: int) -> None:
     """Seed every CUDA device's generator; remembered for devices first used later."""
-    from ._creation import _seed_cuda
-    _seed_cuda(seed)
+    from ._creation import seed_cuda
+    seed_cuda(seed)
 
 
 def seed() -> None:

@@ -334,7 +334,7 @@ def two_gpus():
     finally:
         ember._creation._cuda_gens.clear()
         backend.uninstall_cuda()
-        if before is not backend._UNSET and before is not None:
+        if before is not backend.UNSET and before is not None:
             backend.install_cuda(before.cp, before.cpx)
 
 

@@ -205,7 +205,7 @@ def test_mixing_devices_raises_naming_both():
     try:
         a = ember.ones(2)
         b = ember.ones(2)
-        b.data = b.data.view(FakeCudaArray)
+        b._data = b._data.view(FakeCudaArray)
         assert b.device == ember.device("cuda:0")
         with pytest.raises(RuntimeError, match=r"same device.*cpu.*cuda:0|same device.*cuda:0.*cpu"):
             a + b

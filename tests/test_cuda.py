@@ -37,7 +37,7 @@ def cuda():
     finally:
         ember._creation._cuda_gens.clear()
         backend.uninstall_cuda()
-        if before is not backend._UNSET and before is not None:
+        if before is not backend.UNSET and before is not None:
             backend.install_cuda(before.cp, before.cpx)
 
 
@@ -51,7 +51,7 @@ def no_cuda(monkeypatch):
     yield
     backend.uninstall_cuda()
     ember._creation._cuda_gens.clear()
-    if before is not backend._UNSET and before is not None:
+    if before is not backend.UNSET and before is not None:
         backend.install_cuda(before.cp, before.cpx)
 
 
@@ -121,7 +121,7 @@ def test_without_cupy_the_error_says_how_to_install(monkeypatch):
             ember.zeros(1, device="cuda:0")
     finally:
         backend.uninstall_cuda()
-        if before is not backend._UNSET and before is not None:
+        if before is not backend.UNSET and before is not None:
             backend.install_cuda(before.cp, before.cpx)
 
 
@@ -149,7 +149,7 @@ def test_cupy_without_a_gpu(monkeypatch):
         assert ember.ones(2).sum().item() == 2.0  # the CPU is unaffected
     finally:
         backend.uninstall_cuda()
-        if before is not backend._UNSET and before is not None:
+        if before is not backend.UNSET and before is not None:
             backend.install_cuda(before.cp, before.cpx)
 
 

@@ -26,7 +26,7 @@ from ember.backend import kernels
 @pytest.fixture
 def cuda():
     """CUDA for the test: the real one, or the fake installed for it (and removed after)."""
-    before = backend.CUDA if backend.CUDA is not backend._UNSET else None
+    before = backend.CUDA if backend.CUDA is not backend.UNSET else None
     installed = False
     if not ember.cuda.is_available():
         import _fakecuda
@@ -144,7 +144,7 @@ def test_load_state_dict_moves_state_to_the_parameters_device(cuda, src, dst):
     for p, q in zip(ps, qs):
         np.testing.assert_allclose(_host(q), _host(p), rtol=1e-6, atol=1e-7)
     # the loaded buffers are copies, not the source's arrays
-    assert opt2.state[qs[0]]["exp_avg"].data is not opt.state[ps[0]]["exp_avg"].data
+    assert opt2.state[qs[0]]["exp_avg"]._data is not opt.state[ps[0]]["exp_avg"]._data
 
 
 def test_load_state_dict_of_a_cuda_checkpoint_on_the_cpu(cuda, tmp_path):

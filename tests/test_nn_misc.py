@@ -166,7 +166,7 @@ def test_embedding_modified_gradient_is_twice_differentiable(padding_idx, scale)
     sg = EmbeddingBackward().forward(g, IDX, 5, padding_idx, scale)
     sth = EmbeddingGather().forward(h, IDX, padding_idx, scale)
     np.testing.assert_allclose((sg * h).sum(), (g * sth).sum(), rtol=1e-12)
-    idx = ember.tensor(IDX, device=DEVICE).data  # the op takes the index array on the gradient's device
+    idx = ember.tensor(IDX, device=DEVICE)._data  # the op takes the index array on the gradient's device
     check_grad(lambda gz: EmbeddingBackward.apply(gz, idx, 5, padding_idx, scale), g)
 
 
@@ -380,7 +380,7 @@ def test_embedding_module_init_and_from_pretrained():
     assert nn.Embedding(10, 2, padding_idx=-2).padding_idx == 8
     pre = ember.tensor([[1.0, 2.0], [3.0, 4.0]])
     f = nn.Embedding.from_pretrained(pre)
-    assert not f.weight.requires_grad and f.weight.data is pre.data
+    assert not f.weight.requires_grad and f.weight._data is pre._data
     assert nn.Embedding.from_pretrained(pre, freeze=False).weight.requires_grad
     np.testing.assert_array_equal(f(ember.tensor([1, 0])).numpy(), [[3, 4], [1, 2]])
     with pytest.raises(AssertionError, match="2-dimensional"):

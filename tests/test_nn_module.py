@@ -54,14 +54,14 @@ def test_parameter_is_a_leaf_sharing_data():
     t = ember.randn(3)
     p = nn.Parameter(t)
     assert isinstance(p, ember.Tensor) and p.requires_grad and p.is_leaf
-    assert p.data is t.data
+    assert p._data is t._data
     assert not nn.Parameter(t, requires_grad=False).requires_grad
     assert type(p * 2) is ember.Tensor  # ops return plain tensors
     assert repr(p).startswith("Parameter containing:\ntensor(")
     q = copy.deepcopy(p)
-    assert isinstance(q, nn.Parameter) and q.data is not p.data and np.array_equal(q.data, p.data)
+    assert isinstance(q, nn.Parameter) and q._data is not p._data and np.array_equal(q._data, p._data)
     r = pickle.loads(pickle.dumps(p))
-    assert isinstance(r, nn.Parameter) and np.array_equal(r.data, p.data) and r.requires_grad
+    assert isinstance(r, nn.Parameter) and np.array_equal(r._data, p._data) and r.requires_grad
 
 
 def test_parameter_rejects_non_tensor_and_integer():
@@ -159,7 +159,7 @@ def test_train_eval_zero_grad_requires_grad():
     net(ember.randn(5, 2, dtype=ember.float64)).sum().backward()
     assert all(p.grad is not None for p in net.parameters())
     net.zero_grad(set_to_none=False)
-    assert all(p.grad is not None and not p.grad.data.any() for p in net.parameters())
+    assert all(p.grad is not None and not p.grad._data.any() for p in net.parameters())
     net.zero_grad()
     assert all(p.grad is None for p in net.parameters())
     net.requires_grad_(False)
@@ -193,7 +193,7 @@ def test_to_dtype_keeps_parameter_identity_and_integer_buffers():
 def test_state_dict_is_detached_and_shares_memory():
     m = Affine()
     sd = m.state_dict()
-    assert not sd["weight"].requires_grad and sd["weight"].data is m.weight.data
+    assert not sd["weight"].requires_grad and sd["weight"]._data is m.weight._data
     kv = m.state_dict(keep_vars=True)
     assert kv["weight"] is m.weight
     assert list(m.state_dict(prefix="enc.")) == ["enc.weight", "enc.bias", "enc.count"]
@@ -206,14 +206,14 @@ def test_load_state_dict_round_trip_in_place():
     assert res.missing_keys == [] and res.unexpected_keys == [] and tuple(res) == ([], [])
     assert b.fc1.weight is w  # copied in place: optimizers keep working
     for (k, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
-        assert np.array_equal(x.data, y.data), k
+        assert np.array_equal(x._data, y._data), k
     x = ember.randn(3, 2, dtype=ember.float64)
-    assert np.array_equal(a(x).data, b(x).data)
+    assert np.array_equal(a(x)._data, b(x)._data)
 
 
 def test_load_state_dict_errors_list_everything_and_change_nothing():
     m = Net()
-    before = {k: v.data.copy() for k, v in m.state_dict().items()}
+    before = {k: v._data.copy() for k, v in m.state_dict().items()}
     sd = OrderedDict((k, v.clone()) for k, v in Net().state_dict().items())
     del sd["fc1.bias"]
     sd["fc1.weight"] = ember.zeros(5, 2, dtype=ember.float64)
@@ -226,7 +226,7 @@ def test_load_state_dict_errors_list_everything_and_change_nothing():
     assert 'Unexpected key(s) in state_dict: "fc9.weight"' in msg
     assert "size mismatch for fc1.weight" in msg and "[5, 2]" in msg and "[4, 2]" in msg
     for k, v in m.state_dict().items():
-        assert np.array_equal(v.data, before[k]), f"{k} changed by a failed load"
+        assert np.array_equal(v._data, before[k]), f"{k} changed by a failed load"
 
 
 def test_load_state_dict_non_strict_reports_keys():
@@ -248,7 +248,7 @@ def test_load_state_dict_accepts_numpy_arrays():
     m = Affine()
     sd = {k: np.full(tuple(v.shape), 2.0) for k, v in m.state_dict().items()}
     m.load_state_dict(sd)
-    assert np.all(m.weight.data == 2.0) and m.count.item() == 2
+    assert np.all(m.weight._data == 2.0) and m.count.item() == 2
 
 
 def test_load_bumps_version_so_stale_graphs_fail():
@@ -268,10 +268,10 @@ def test_forward_hooks_order_replace_and_remove():
     x = ember.randn(2, 2, dtype=ember.float64)
     y = m(x)
     assert calls == ["pre", "post"]
-    np.testing.assert_allclose(y.data, np.broadcast_to(1 + m.bias.data, (2, 3)))  # input zeroed, output shifted
+    np.testing.assert_allclose(y._data, np.broadcast_to(1 + m.bias._data, (2, 3)))  # input zeroed, output shifted
     h1.remove(), h2.remove()
     calls.clear()
-    np.testing.assert_allclose(m(x).data, (x @ m.weight.T + m.bias).data)
+    np.testing.assert_allclose(m(x)._data, (x @ m.weight.T + m.bias)._data)
     assert calls == []
 
 
@@ -308,13 +308,13 @@ def test_full_backward_hook_sees_and_replaces_grad_input():
     h = m.register_full_backward_hook(hook)
     m(x).sum().backward()
     assert seen["go"][0].shape == (4, 3)
-    np.testing.assert_allclose(seen["go"][0].data, 1.0)
-    np.testing.assert_allclose(seen["gi"][0].data, np.ones((4, 3)) @ m.weight.data)
-    np.testing.assert_allclose(x.grad.data, 10 * np.ones((4, 3)) @ m.weight.data)
+    np.testing.assert_allclose(seen["go"][0]._data, 1.0)
+    np.testing.assert_allclose(seen["gi"][0]._data, np.ones((4, 3)) @ m.weight._data)
+    np.testing.assert_allclose(x.grad._data, 10 * np.ones((4, 3)) @ m.weight._data)
     h.remove()
     x.grad = None
     m(x).sum().backward()
-    np.testing.assert_allclose(x.grad.data, np.ones((4, 3)) @ m.weight.data)
+    np.testing.assert_allclose(x.grad._data, np.ones((4, 3)) @ m.weight._data)
 
 
 def test_full_backward_hook_without_input_grad_gets_none():
@@ -330,7 +330,7 @@ def test_backward_pre_hook_replaces_grad_output():
     m = Affine()
     m.register_full_backward_pre_hook(lambda mod, go: (go[0] * 0,))
     m(ember.randn(3, 2, dtype=ember.float64)).sum().backward()
-    assert not m.weight.grad.data.any()
+    assert not m.weight.grad._data.any()
 
 
 # ---------------------------------------------------------------------- containers
@@ -343,7 +343,7 @@ def test_sequential_indexing_slicing_and_growth():
     sub = seq[1:]
     assert isinstance(sub, nn.Sequential) and list(sub) == [b, c] and list(sub._modules) == ["1", "2"]
     x = ember.randn(5, 2, dtype=ember.float64)
-    np.testing.assert_allclose(seq(x).data, c(b(a(x))).data)
+    np.testing.assert_allclose(seq(x)._data, c(b(a(x)))._data)
     with pytest.raises(IndexError, match="out of range"):
         seq[3]
     del seq[0]
@@ -375,7 +375,7 @@ def test_residual():
     f = Affine(3, 3)
     r = nn.Residual(f)
     x = ember.randn(4, 3, dtype=ember.float64, requires_grad=True)
-    np.testing.assert_allclose(r(x).data, (f(x) + x).data)
+    np.testing.assert_allclose(r(x)._data, (f(x) + x)._data)
     assert list(r.state_dict()) == ["fn.weight", "fn.bias", "fn.count"]
     with pytest.raises(RuntimeError, match=r"Residual.*\(4, 2\).*\(4, 3\)"):
         nn.Residual(Affine(3, 2))(x)
@@ -404,10 +404,10 @@ def test_deepcopy_and_pickle():
     net = Net()
     c = copy.deepcopy(net)
     assert c.fc1.weight is not net.fc1.weight
-    assert all(np.array_equal(a.data, b.data) for a, b in zip(net.parameters(), c.parameters()))
+    assert all(np.array_equal(a._data, b._data) for a, b in zip(net.parameters(), c.parameters()))
     p = pickle.loads(pickle.dumps(net))
     x = ember.randn(2, 2, dtype=ember.float64)
-    np.testing.assert_allclose(p(x).data, net(x).data)
+    np.testing.assert_allclose(p(x)._data, net(x)._data)
 
 
 # ---------------------------------------------------------------------- parity with PyTorch's Module

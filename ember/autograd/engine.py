@@ -1,21 +1,23 @@
 """The reverse-mode engine: `backward` and `grad`.
 
-Iterative, never recursive. One pass counts, for every node reachable from the roots,
-how many edges point at it; the second runs a node as soon as all of its consumers
-have delivered their gradients (count reaches zero), so each node runs exactly once, in
-a valid order, however the graph branches and joins. Gradients reaching the same node
-are summed; leaves accumulate into `.grad`.
+Iterative, never recursive. A pass over the graph (`_Graph`) finds every node reachable
+from the roots, reads each node's edges once into (target, output index) pairs, and counts
+how many edges point at each node. Then the loop in `_pass` runs a node as soon as all of
+its consumers have delivered their gradients (its count reaches zero), so each node runs
+exactly once, in a valid order, however the graph branches and joins. Its three steps are
+named functions: run the node (`_Run.run_node`: hooks, the derivative, anomaly checks),
+release what it saved (`_release`), and deliver its input gradients (summed per node in
+`_Gradients`; leaves accumulate into `.grad` through `_Run.store_grad`).
 """
 from __future__ import annotations
 
-import sys
 import threading
 
 import numpy as np
 
-from .._tensor import TENSOR_TYPES, Slot, Tensor, bump_version, make, on_device_of, writable
+from .._tensor import TENSOR_TYPES, Slot, Tensor, bump_version, make
 from .function import FREED, Node, free_buffers
-from ..backend import array_module
+from ..backend import array_module, on_device_of, writable
 from .grad_mode import MODE
 
 
@@ -38,16 +40,16 @@ def _root_grads(outputs: list, grads, create_graph: bool, op: str) -> list:
         if not isinstance(t, Tensor):
             raise TypeError(f"{op}: outputs[{i}] must be a Tensor, got {type(t).__name__}")
         if g is None:
-            if t.data.size != 1:
+            if t._data.size != 1:
                 raise RuntimeError(f"grad can be implicitly created only for scalar outputs; {op} got an output of shape "
                                    f"{list(t.shape)}: pass gradient=<tensor of that shape> (e.g. ones_like(output))")
-            with on_device_of(t.data):
-                g = make(array_module(t.data).ones_like(t.data))
+            with on_device_of(t._data):
+                g = make(array_module(t._data).ones_like(t._data))
         else:
             if not isinstance(g, Tensor):  # as PyTorch: a list or array is not converted (its dtype/device would be guessed)
                 raise TypeError(f"{op}: gradients can be either Tensors or None, but got {type(g).__name__} "
                                 f"(grad_tensors[{i}], for an output of shape {list(t.shape)})")
-            if g.data.__class__ is not t.data.__class__ and g.device != t.device:
+            if g._data.__class__ is not t._data.__class__ and g.device != t.device:
                 raise RuntimeError(f"{op}: grad_output[{i}] is on {g.device} but output[{i}] is on {t.device}; "
                                    f"move the gradient with .to({str(t.device)!r})")
             if g.shape != t.shape:
@@ -95,8 +97,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, c
     for i, g in enumerate(result):
         if g is None:
             if materialize_grads:
-                with on_device_of(inputs[i].data):
-                    result[i] = make(array_module(inputs[i].data).zeros_like(inputs[i].data))
+                with on_device_of(inputs[i]._data):
+                    result[i] = make(array_module(inputs[i]._data).zeros_like(inputs[i]._data))
             elif not allow_unused:
                 raise RuntimeError(f"One of the differentiated Tensors (inputs[{i}], shape {list(inputs[i].shape)}) appears to "
                                    f"not have been used in the graph. Set allow_unused=True if this is the desired behavior.")
@@ -110,9 +112,35 @@ def _check_roots(outputs: list) -> None:
                                f"(shape {list(t.shape)}); did you compute it under no_grad, or forget requires_grad=True on an input?")
 
 
-def _key(e):
-    """(node, output index) of a non-leaf edge."""
-    return (e.node, e.nr) if type(e) is Slot else (e, 0)
+LEAF = -1  # the output index of an edge into a leaf tensor (which has no node)
+
+
+def _endpoint(e):
+    """An edge of `Node.next` as (target, output index): (node, k) for output k of a node, (tensor, LEAF)
+    for a leaf, None for no edge. The one place where the three kinds of edge are told apart."""
+    if e is None:
+        return None
+    cls = e.__class__
+    if cls is Slot:
+        return (e.node, e.nr)
+    if cls in TENSOR_TYPES:
+        return (e, LEAF)
+    return (e, 0)  # a single-output node is its own edge
+
+
+def _endpoints(edges: tuple) -> tuple:
+    """`_endpoint` of each edge of a node (a loop here rather than a call per edge: this is per node)."""
+    out = []
+    for e in edges:
+        if e is None:
+            out.append(None)
+        elif e.__class__ is Slot:
+            out.append((e.node, e.nr))
+        elif e.__class__ in TENSOR_TYPES:
+            out.append((e, LEAF))
+        else:
+            out.append((e, 0))
+    return tuple(out)
 
 
 class _Callbacks(threading.local):
@@ -150,109 +178,33 @@ def _run(roots: list, root_grads: list, retain_graph: bool, create_graph: bool, 
 
 
 def _pass(roots: list, root_grads: list, retain_graph: bool, create_graph: bool, inputs, accumulate: bool):
+    """One backward pass: returns the gradients captured for `inputs` (autograd.grad), else None."""
     run = _Run(inputs, accumulate, create_graph, root_grads)
-
-    # --- pass 1: count the edges into every reachable node
-    deps: dict = {}
-    order: list = []  # discovery order, used to prune nodes that reach no target
-    stack = []
-    for t in roots:
-        e = t._edge
-        if e is not None:
-            n = e.node if type(e) is Slot else e
-            if n not in deps:
-                deps[n] = 0
-                stack.append(n)
-        elif t._hooks is not None and accumulate:
-            run.count_leaf(t)
-    pop, push, record_order = stack.pop, stack.append, inputs is not None
-    while stack:
-        n = pop()
-        if record_order:
-            order.append(n)
-        for e in n.next:
-            if e is None:
-                continue
-            cls = e.__class__
-            if cls in TENSOR_TYPES:
-                if e._hooks is not None and accumulate:  # the only cost of post-accumulate hooks when none exist
-                    run.count_leaf(e)
-                continue
-            if cls is Slot:
-                e = e.node
-            c = deps.get(e)
-            if c is None:
-                deps[e] = 1
-                push(e)
-            else:
-                deps[e] = c + 1
-    needed = None if inputs is None else run.needed_nodes(order, deps)
-
-    # --- pass 2: run each node once all its consumers have delivered
-    buffers: dict = {}
+    graph = _Graph(roots, run)
+    needed = None if inputs is None else run.needed_nodes(graph)
+    gradients = _Gradients()
     prev_mode = MODE.grad
     MODE.grad = create_graph  # backward formulas are ember ops: recorded only for higher-order grads
     try:
         for t, g in zip(roots, root_grads):
-            e = t._edge
-            if e is None:  # a leaf as a root: its gradient is the seed itself
-                run.deliver_leaf(t, g)
+            if t._edge is None:
+                run.deliver_leaf(t, g)  # a leaf as a root: its gradient is the seed itself
             else:
-                _add_to_buffer(buffers, e, g)
-        # `ready` holds (node, its summed gradient); a node's gradient waits in `buffers` only
-        # while other consumers are still to deliver (a chain never touches the dict)
-        ready = [(n, buffers.pop(n, None)) for n in deps if deps[n] == 0]
-        anomaly = MODE.anomaly
-        special = run.node_targets is not None or needed is not None
-        pop, push, bpop = ready.pop, ready.append, buffers.pop
+                gradients.add(*_endpoint(t._edge), g)
+        ready = [n for n, c in graph.deps.items() if c == 0]
         while ready:
-            node, g = pop()
-            grads = _NONES
-            if g is not None:
-                hooked = node._hooked
-                if hooked or special:
-                    g = run.pre_hooks(node, g)
-                if needed is None or node in needed:
-                    grads = node._backward(g)
-                    if anomaly:
-                        _check_anomaly(node, grads)
-                    if hooked and node._post_hooks:
-                        for h in node._post_hooks:
-                            r = h(grads, g if isinstance(g, list) else [g])
-                            if r is not None:
-                                grads = tuple(r)
-            if not retain_graph:  # free what the node saved (inline: this loop is the hot path)
-                if node.inputs is not None:
-                    node.inputs = FREED
-                if node.out is not None:
-                    node.out = None
-                    node.inputs = FREED
-                if node.__dict__ and not node._user_ctx:  # arrays its forward kept on the node
-                    free_buffers(node)
-            for e, gi in zip(node.next, grads):
-                if e is None:
+            node = ready.pop()
+            grads = run.run_node(node, gradients.take(node), needed)
+            if not retain_graph:
+                _release(node)
+            for end, gi in zip(graph.edges[node], grads):
+                if end is None:
                     continue
-                cls = e.__class__
-                if cls in TENSOR_TYPES:
-                    if gi is not None:
-                        run.deliver_leaf(e, gi)
-                    elif e._hooks is not None and run.pending is not None:
-                        run.leaf_edge_done(e, False)
-                    continue
-                if cls is Slot:
-                    if gi is not None:
-                        _add_to_buffer(buffers, e, gi)
-                    e = e.node
-                    gi = None  # delivered into the node's list of output gradients
-                c = deps[e] - 1
-                if c == 0:
-                    old = bpop(e, None)
-                    push((e, gi if old is None else (old if gi is None else old + gi)))
-                else:
-                    deps[e] = c
-                    if gi is not None:
-                        old = buffers.get(e)
-                        buffers[e] = gi if old is None else old + gi
+                target, nr = end
+                if nr == LEAF:
+                    run.leaf_reached(target, gi)
+                elif gradients.deliver(target, nr, gi, graph.deps):
+                    ready.append(target)
         if run.pending is not None:
             run.flush_post_hooks()
     finally:
@@ -260,11 +212,94 @@ def _pass(roots: list, root_grads: list, retain_graph: bool, create_graph: bool,
     return run.captured
 
 
+class _Graph:
+    """The part of the graph a pass runs: for every node reachable from the roots, its edges as
+    (target, output index) pairs aligned with `node.next` (`edges`), and how many edges point at it
+    (`deps`); `order` lists the nodes in discovery order (used to prune nodes that reach no target)."""
+
+    def __init__(self, roots: list, run: "_Run") -> None:
+        self.deps: dict = {}
+        self.edges: dict = {}
+        self.order: list = []
+        deps, edges, stack = self.deps, self.edges, []
+        for t in roots:
+            if t._edge is not None:
+                n = _endpoint(t._edge)[0]
+                if n not in deps:
+                    deps[n] = 0
+                    stack.append(n)
+            elif t._hooks is not None and run.accumulate:
+                run.count_leaf(t)
+        while stack:
+            n = stack.pop()
+            self.order.append(n)
+            ends = edges[n] = _endpoints(n.next)
+            for end in ends:
+                if end is None:
+                    continue
+                target, nr = end
+                if nr == LEAF:
+                    if target._hooks is not None and run.accumulate:  # the only cost of post-accumulate hooks
+                        run.count_leaf(target)
+                elif target in deps:
+                    deps[target] += 1
+                else:
+                    deps[target] = 1
+                    stack.append(target)
+
+
+class _Gradients:
+    """Gradients on their way to nodes that have not run yet, summed as they arrive: one Tensor per
+    single-output node, a list with one entry per output for nodes with several (`n_out`)."""
+
+    def __init__(self) -> None:
+        self.waiting: dict = {}
+
+    def add(self, node, nr: int, g) -> None:
+        if g is None:
+            return
+        w = self.waiting
+        if node.n_out == 1:
+            old = w.get(node)
+            w[node] = g if old is None else old + g
+        else:
+            buf = w.get(node)
+            if buf is None:
+                buf = w[node] = [None] * node.n_out
+            buf[nr] = g if buf[nr] is None else buf[nr] + g
+
+    def deliver(self, node, nr: int, g, deps: dict) -> bool:
+        """Add g for output nr of node and count the edge as delivered; True when node is ready to run."""
+        if g is not None:
+            if nr == 0 and node.n_out == 1:  # `add`, inline for the common case
+                w = self.waiting
+                old = w.get(node)
+                w[node] = g if old is None else old + g
+            else:
+                self.add(node, nr, g)
+        c = deps[node] - 1
+        deps[node] = c
+        return c == 0
+
+    def take(self, node):
+        """The node's summed gradient (a list for a multi-output node), None if nothing reached it."""
+        return self.waiting.pop(node, None)
+
+
+def _release(node: Node) -> None:
+    """Free what a node saved for backward once it has run (no retain_graph): its saved inputs and
+    output, and the arrays its forward kept on it. A later backward through it raises."""
+    if node.inputs is not None:
+        node.inputs = FREED
+    if node.out is not None:
+        node.out = None
+        node.inputs = FREED
+    if node.__dict__ and not node._user_ctx:  # a FunctionCtx's attributes belong to the user
+        free_buffers(node)
+
+
 class _Nones:
     """Stands for the gradients of a node that did not run: None for every input."""
-
-    def __getitem__(self, i):
-        return None
 
     def __iter__(self):
         while True:
@@ -274,25 +309,19 @@ class _Nones:
 _NONES = _Nones()
 
 
-def _add_to_buffer(buffers: dict, e, g) -> None:
-    if type(e) is Slot:
-        node, nr = e.node, e.nr
-        buf = buffers.get(node)
-        if buf is None:
-            buf = buffers[node] = [None] * node.n_out
-        buf[nr] = g if buf[nr] is None else buf[nr] + g
-    else:
-        old = buffers.get(e)
-        buffers[e] = g if old is None else old + g
-
-
 class _Run:
-    """State of one backward pass: which gradients are wanted and where they go."""
+    """State of one backward pass: which gradients are wanted, where they go, and which gradient
+    arrays it may write into."""
 
     def __init__(self, inputs, accumulate: bool, create_graph: bool, root_grads: list) -> None:
         self.inputs, self.accumulate, self.create_graph = inputs, accumulate, create_graph
-        # arrays the caller holds: never stored as a .grad without a copy
-        self.stolen = {id(g.data) for g in root_grads}
+        # Ownership of gradient arrays, tracked explicitly. `shared`: arrays others can see (the caller's root
+        # gradients, what hooks returned, and arrays this pass stored as a `.grad` as they were) -- never stored
+        # again without a copy. `aliased`: ids of leaves whose `.grad` this pass stored without a copy; the node
+        # that produced that array may have delivered it elsewhere too (Add sends one gradient to both inputs),
+        # so until the pass ends such a `.grad` is replaced, not written into, when more gradient arrives.
+        self.shared = {id(g._data) for g in root_grads}
+        self.aliased: set = set()
         self.leaf_targets = self.node_targets = self.captured = None
         # id(leaf) -> [edges still to deliver, leaf, got a gradient]: only leaves with post-accumulate hooks
         self.pending = None
@@ -303,34 +332,57 @@ class _Run:
                 if t._edge is None:
                     self.leaf_targets.setdefault(id(t), []).append(i)
                 else:
-                    self.node_targets.setdefault(_key(t._edge), []).append(i)
+                    self.node_targets.setdefault(_endpoint(t._edge), []).append(i)
 
-    def needed_nodes(self, order: list, deps: dict) -> set:
+    def run_node(self, node: Node, g, needed) -> tuple:
+        """Step one of the loop: the node's tensor hooks, its derivative, the anomaly check and its
+        post hooks. Returns one gradient (or None) per edge of the node."""
+        if g is None:
+            return _NONES  # nothing reached it (e.g. an unused output): its inputs get nothing either
+        hooked = node._hooked
+        if hooked or self.node_targets is not None or needed is not None:
+            g = self.pre_hooks(node, g)
+        if needed is not None and node not in needed:
+            return _NONES  # it leads to none of the requested inputs
+        grads = node._backward(g)
+        if MODE.anomaly:
+            _check_anomaly(node, grads)
+        if hooked and node._post_hooks:
+            for h in node._post_hooks:
+                r = h(grads, g if isinstance(g, list) else [g])
+                if r is not None:
+                    grads = tuple(r)
+                    self.shared.update(id(x._data) for x in grads if x is not None)
+        return grads
+
+    def leaf_reached(self, t: Tensor, g) -> None:
+        """Step three, for an edge into a leaf: deliver its gradient (or note that none came)."""
+        if g is not None:
+            self.deliver_leaf(t, g)
+        elif t._hooks is not None and self.pending is not None:
+            self.leaf_edge_done(t, False)
+
+    def needed_nodes(self, graph: _Graph) -> set:
         """Nodes whose backward leads to a requested input (the others need not run)."""
-        count = dict(deps)
-        topo = [n for n in order if count[n] == 0]  # Kahn's order from the roots down
+        count = dict(graph.deps)
+        topo = [n for n in graph.order if count[n] == 0]  # Kahn's order from the roots down
         i = 0
         while i < len(topo):
-            for e in topo[i].next:
-                if e is None or isinstance(e, Tensor):
-                    continue
-                n = e.node if type(e) is Slot else e
-                count[n] -= 1
-                if count[n] == 0:
-                    topo.append(n)
+            for end in graph.edges[topo[i]]:
+                if end is not None and end[1] != LEAF:
+                    n = end[0]
+                    count[n] -= 1
+                    if count[n] == 0:
+                        topo.append(n)
             i += 1
         needed: set = set()
         target_nodes = {n for (n, _) in self.node_targets}
         for n in reversed(topo):  # children before parents
-            for e in n.next:
-                if e is None:
+            for end in graph.edges[n]:
+                if end is None:
                     continue
-                if isinstance(e, Tensor):
-                    hit = id(e) in self.leaf_targets
-                else:
-                    c = e.node if type(e) is Slot else e
-                    hit = c in needed or c in target_nodes
-                if hit:
+                target, nr = end
+                if id(target) in self.leaf_targets if nr == LEAF else (target in needed or target in target_nodes):
                     needed.add(n)
                     break
         return needed
@@ -366,14 +418,14 @@ class _Run:
                     self.leaf_edge_done(t, False)
                 return  # not a requested input
             if hooks:
-                g = _call_hooks(hooks, g)
+                g = self.hooked(hooks, g)
             if not self.accumulate:
                 for i in idx:  # a leaf reached along several paths: sum
                     c = self.captured[i]
                     self.captured[i] = g if c is None else c + g
                 return
         elif hooks:
-            g = _call_hooks(hooks, g)
+            g = self.hooked(hooks, g)
         self.store_grad(t, g)
         if hooks is not None and self.pending is not None:
             self.leaf_edge_done(t, True)
@@ -412,34 +464,43 @@ class _Run:
                 rec[0] = 0
                 _call_post_hooks(rec[1])
 
+    def hooked(self, hooks: list, g: Tensor) -> Tensor:
+        """A leaf's gradient hooks applied to g; a gradient a hook returned is the user's (`shared`)."""
+        r = _call_hooks(hooks, g)
+        if r is not g:
+            self.shared.add(id(r._data))
+        return r
+
     def store_grad(self, t: Tensor, g: Tensor) -> None:
-        """t.grad += g, taking ownership of g's array when nothing else can see it."""
+        """t.grad += g. A first gradient is stored as it is when this pass may own its array (see `shared`
+        and `aliased` in __init__); more gradient is added in place into a `.grad` this pass owns, and
+        out of place (the sum is then owned) into one that may still be read elsewhere."""
         old = t._grad
-        if g.data.dtype != t.data.dtype:
+        if g._data.dtype != t._data.dtype:
             g = g.to(t.dtype)
         if old is None:
             if self.create_graph:
                 t._grad = g
                 return
-            a = g.data
-            # a view may share memory with something the user can see; it cannot when its base
-            # is referenced by this view alone (e.g. a reshape of a fresh result): 2 = view + argument
-            # (NumPy only: CuPy's views name their base differently, so a device view is always copied)
-            if ((a.base is not None and (a.__class__ is not _ndarray or _refcount(a.base) > 2)) or id(a) in self.stolen
-                    or not a.flags.c_contiguous):
+            a = g._data
+            # a view may share memory with something the user can see (NumPy: `base`; CuPy has no
+            # writeable flag, so it is told by contiguity and by whether it owns its memory)
+            if getattr(a, "base", None) is not None or id(a) in self.shared or not a.flags.c_contiguous:
                 a = a.copy()
-            self.stolen.add(id(a))
+            else:
+                self.aliased.add(id(t))
+            self.shared.add(id(a))
             t._grad = make(a)
         elif self.create_graph or old._requires_grad:
             t._grad = old + g
-        elif old.data.shape == g.data.shape and writable(old.data):
-            old.data += g.data  # in place, as PyTorch accumulates when grad mode is off
-            bump_version(old)
+        elif id(t) in self.aliased or old._data.shape != g._data.shape or not writable(old._data):
+            self.aliased.discard(id(t))
+            t._grad = old + g  # a new array, which this pass owns
         else:
-            t._grad = make(old.data + g.data)
+            old._data += g._data  # in place, as PyTorch accumulates when grad mode is off
+            bump_version(old)
 
 
-_refcount = sys.getrefcount
 _ndarray = np.ndarray
 
 
@@ -460,8 +521,8 @@ def _call_hooks(hooks: list, g):
 
 def _check_anomaly(node: Node, grads) -> None:
     for i, g in enumerate(grads):
-        if g is not None and g.data.dtype.kind == "f" and not bool(np.isfinite(g.data).all()):
-            bad = "nan" if bool(np.isnan(g.data).any()) else "inf"
+        if g is not None and g._data.dtype.kind == "f" and not bool(np.isfinite(g._data).all()):
+            bad = "nan" if bool(np.isnan(g._data).any()) else "inf"
             msg = f"Function '{node.name()}' returned {bad} values in its {_ordinal(i)} output."
             if node.trace:
                 msg += "\n\nTraceback of the forward call that created this node:\n" + node.trace

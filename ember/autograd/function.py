@@ -84,7 +84,7 @@ class Node:
                     if (b if b is not None else t)._vc != vs[i]:
                         self._modified(t, vs[i], version(t))
                     i += 1
-                elif type(t) is tuple:  # a saved output of a Function (see _record_function)
+                elif type(t) is tuple:  # a saved output of a Function (see FunctionCtx._attach)
                     i += 1
         if self.out_version is not None:
             res = self.out_version()  # the result, if still alive (only then can it have been modified)
@@ -150,10 +150,16 @@ class Op(Node):
     Subclasses set `saves_inputs = False` when backward needs no input values (it then
     receives only the upstream gradient) and `saves_output = True` to read the result in
     backward through `self.output()`. `forward` may store small non-array facts on `self`.
+    A subclass may add `fast_backward`, a raw-array sibling of `backward` (see below).
     """
 
     saves_inputs = True
     saves_output = False
+    # Optional: `fast_backward(gz, *inputs)`, the same gradients as `backward` computed on raw arrays (no graph).
+    # `backward` stays the readable formula in ember ops; the engine runs the fast sibling instead when no graph
+    # of the backward pass is wanted (create_graph off), and tests/test_fast_backward.py checks the two agree.
+    fast_backward = None
+    reduces_grads = False  # True: inputs may broadcast or be promoted, so record notes `meta` for `_reduce`
     meta = None  # ((shape, dtype) or None per input) for inputs whose gradient must be reduced to them
 
     def forward(self, *args):
@@ -171,15 +177,19 @@ class Op(Node):
         return self.next[i] is not None
 
     def _backward(self, g):
+        """The engine's call: check what was saved, run the derivative, reduce broadcast gradients.
+        Runs `fast_backward` when the op has one and grad mode is off (the backward pass itself is
+        not recorded), else `backward`."""
         inputs = self.inputs
+        fn = self.backward if (self.fast_backward is None or MODE.grad) else self.fast_backward
         if inputs is not None:
             if inputs is FREED or self.versions is not None or self.out_version is not None:
                 self._check_saved()
-            r = self.backward(g, *inputs)
+            r = fn(g, *inputs)
         else:
             if self.out is not None or self.saves_output:
                 self._check_saved()
-            r = self.backward(g)
+            r = fn(g)
         if r.__class__ is not tuple:
             r = (r,)
         return r if self.meta is None else self._reduce(r)
@@ -193,86 +203,108 @@ class Op(Node):
                 shape, dtype = m
                 if gi.shape != shape:
                     gi = sum_to(gi, shape)
-                if gi.data.dtype != dtype:
+                if gi._data.dtype != dtype:
                     gi = gi.to(dtype)
             out.append(gi)
         return tuple(out)
 
     @classmethod
     def apply(cls, *args, **kwargs) -> Tensor:
-        """Run forward on the arrays of `args` and, when grad mode is on and an input
-        requires grad, record a node. Non-Tensor positional args are passed through as
-        constants (edges None); keyword args are forwarded to `forward` only."""
-        node = _new(cls)
-        if len(args) == 2 and not kwargs:  # the common case of two tensors (fused backward ops), unrolled
-            a, b = args
-            # (NumPy arrays only: two device arrays of one type may still live on two GPUs)
-            if a.__class__ is Tensor and b.__class__ is Tensor and a.data.__class__ is b.data.__class__ is _ndarray:
-                out = node.forward(a.data, b.data)
-                if out.__class__ is not _ndarray and isinstance(out, _generic):
-                    out = np.asarray(out)
-                if (a._requires_grad or b._requires_grad) and MODE.grad:
-                    return _record(node, args, out)
-                return make(out)
-        record = False
+        """Apply the op to `args`: Tensors (their arrays go to `forward`, all on one device) and
+        constants (passed through as they are; their edges are None). Keyword args are forwarded
+        to `forward` only."""
         arrays = []
         kind = None
         for a in args:
-            if isinstance(a, Tensor):
-                d = a.data
+            if a.__class__ in TENSOR_TYPES:
+                d = a._data
                 if kind is None:
                     kind = d.__class__
                 elif d.__class__ is not kind or kind is not _ndarray:
+                    # (two device arrays of one type may still live on two GPUs)
                     from ..backend import check_same_device
-                    check_same_device(cls.__name__.lower(), [t.data for t in args if isinstance(t, Tensor)])
+                    check_same_device(cls.__name__.lower(), [t._data for t in args if isinstance(t, Tensor)])
                 arrays.append(d)
-                if a._requires_grad:
-                    record = True
             else:
                 arrays.append(a)
-        out = node.forward(*arrays, **kwargs)
-        if out.__class__ is not _ndarray and isinstance(out, _generic):
-            out = np.asarray(out)
-        if not (record and MODE.grad):
-            return make(out)
-        return _record(node, args, out)
+        return dispatch(_new(cls), args, arrays, kwargs)
+
+    def _attach(self, inputs: tuple, out) -> Tensor:
+        """Recording policy of built-in ops (called by `record`): keep what `saves_inputs`,
+        `saves_output` and `reduces_grads` ask for, and return the result Tensor."""
+        if self.saves_inputs:
+            self.inputs = inputs
+            self.versions = tuple([version(a) for a in inputs if a.__class__ in TENSOR_TYPES])
+        else:
+            self.inputs = self.versions = None
+        result = make(out, True, self)
+        if self.saves_output:
+            self.out = out
+            self.out_version = weakref.ref(result)
+        else:
+            self.out = self.out_version = None
+        if self.reduces_grads:
+            # remember (shape, dtype) of the inputs that were broadcast or promoted to the result's, so that
+            # `_reduce` sums and casts their gradients back
+            meta = None
+            shape, dtype = out.shape, out.dtype
+            i = 0
+            for a in inputs:
+                if a.__class__ in TENSOR_TYPES and a._requires_grad:
+                    d = a._data
+                    if d.dtype is not dtype or d.shape != shape:
+                        if meta is None:
+                            meta = [None] * len(inputs)
+                        meta[i] = (d.shape, d.dtype)
+                i += 1
+            if meta is not None:
+                self.meta = tuple(meta)
+        return result
 
 
-def _record(node: Node, args: tuple, out) -> Tensor:
+# ---------------------------------------------------------------------- the one recording path
+def dispatch(node: Node, inputs: tuple, arrays, attrs: dict | None = None) -> Tensor:
+    """Apply an op: the one place where an op application becomes a result.
+
+    An application is (op, inputs, attributes) -> output: `node` is a fresh instance of the op's
+    class, `inputs` the op's arguments as its caller received them (Tensors and constants), `arrays`
+    the values its `forward` takes (each Tensor's array, promoted or checked as the caller needed;
+    constants as they are) and `attrs` keyword attributes for `forward`. What happens to the
+    application is decided here and nowhere else: today it runs now and, when grad mode is on and
+    an input requires grad, is recorded for backward (`record`). This is the seam that a capturing
+    mode (compile, lazy evaluation) intercepts.
+    """
+    out = node.forward(*arrays, **attrs) if attrs else node.forward(*arrays)
+    if out.__class__ is not _ndarray and isinstance(out, _generic):
+        out = np.asarray(out)  # NumPy returns scalars from 0-d reductions: results are always arrays
+    if MODE.grad:
+        for a in inputs:
+            if a.__class__ in TENSOR_TYPES and a._requires_grad:
+                return record(node, inputs, out)
+    return make(out)
+
+
+def record(node: Node, inputs: tuple, out):
+    """Make `node` the grad_fn of the result of an application to `inputs`.
+
+    Connects one edge per input (the input's own node, the input itself when it is a leaf that
+    requires grad, else None), lets the node keep what its backward needs (`node._attach`: a
+    built-in `Op` saves by its class flags and returns a new result Tensor for the array `out`; a
+    user `Function`'s ctx saves what `save_for_backward` named and connects the output Tensors
+    `out`), and under anomaly mode keeps the creation traceback."""
     nxt = []
-    for a in args:
-        if isinstance(a, Tensor):
+    for a in inputs:
+        if a.__class__ in TENSOR_TYPES:
             e = a._edge
             nxt.append(e if e is not None else (a if a._requires_grad else None))
         else:
             nxt.append(None)
     node.next = tuple(nxt)
-    if node.saves_inputs:
-        node.inputs = args
-        node.versions = tuple([version(a) for a in args if isinstance(a, Tensor)])
-    else:
-        node.inputs = node.versions = None
-    result = make(out, True, node)
-    if node.saves_output:
-        node.out = out
-        node.out_version = weakref.ref(result)
-    else:
-        node.out = node.out_version = None
+    result = node._attach(inputs, out)
     if MODE.anomaly:
         from .anomaly import creation_trace
         node.trace = creation_trace()
     return result
-
-
-def _op_apply1(cls, x: Tensor) -> Tensor:
-    """`Op.apply` for a single Tensor input: the hot path of unary ops."""
-    node = _new(cls)
-    out = node.forward(x.data)
-    if out.__class__ is not _ndarray and isinstance(out, _generic):
-        out = np.asarray(out)
-    if not (x._requires_grad and MODE.grad):
-        return make(out)
-    return _record(node, (x,), out)
 
 
 # ---------------------------------------------------------------------- user-defined Functions
@@ -309,6 +341,22 @@ class FunctionCtx(Node):
     def name(self) -> str:
         return self._fn.__name__ + "Backward"
 
+    def _attach(self, inputs: tuple, outputs: list) -> list:
+        """Recording policy of user Functions (called by `record`): keep what `save_for_backward`
+        named, stamped with its version. The output Tensors are already connected to this ctx."""
+        saved = self._to_save
+        self._to_save = None  # it may hold outputs, which hold ctx
+        if saved is not None:
+            self.versions = tuple(version(t) for t in saved if t is not None)
+            out_index = {id(o): i for i, o in enumerate(outputs) if isinstance(o, Tensor) and o._edge is not None}
+            # A saved output would hold its own grad_fn (a cycle): keep its array and rebuild it on access.
+            saved = tuple((t._data, out_index[id(t)]) if id(t) in out_index else t for t in saved)
+        else:
+            self.versions = None
+        self.inputs = saved
+        self.out = self.out_version = None
+        return outputs
+
     def _backward(self, grads):
         self._check_saved()
         if self.n_out == 1:
@@ -343,7 +391,7 @@ class FunctionCtx(Node):
                 if not ok:
                     raise RuntimeError(f"Function {self.name()} returned an invalid gradient at index {i} - got {list(g.shape)} "
                                        f"but expected shape compatible with {list(shape)}")
-            if g.data.dtype != dtype:
+            if g._data.dtype != dtype:
                 g = g.to(dtype)
             out.append(g)
         return tuple(out)
@@ -392,7 +440,7 @@ class Function(metaclass=_FunctionMeta):
         ctx = _new(cls._backward_cls)
         ctx._to_save = None
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
-        record = MODE.grad and any(ctx.needs_input_grad)
+        recording = MODE.grad and any(ctx.needs_input_grad)
         prev = MODE.grad
         MODE.grad = False
         try:
@@ -401,7 +449,7 @@ class Function(metaclass=_FunctionMeta):
             MODE.grad = prev
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
-        if not record:
+        if not recording:
             return outputs
         non_diff = getattr(ctx, "_non_diff", ())
         ctx.n_out = len(outs)
@@ -413,39 +461,14 @@ class Function(metaclass=_FunctionMeta):
                 continue
             if any(o is a for a in args):
                 o = o.detach()  # returned an input as is: give the output its own identity
-            meta.append((o.shape, o.data.dtype, o.device))
-            if id(o) in non_diff or o.data.dtype.kind != "f":
+            meta.append((o.shape, o._data.dtype, o.device))
+            if id(o) in non_diff or o._data.dtype.kind != "f":
                 o._requires_grad = False
             else:
                 o._edge = ctx if ctx.n_out == 1 else Slot(ctx, i)
                 o._requires_grad = True
             wrapped.append(o)
         ctx._out_meta = meta
-        ctx._in_meta = [(a.shape, a.data.dtype) if isinstance(a, Tensor) and a._requires_grad else None for a in args]
-        _record_function(ctx, args, wrapped)
+        ctx._in_meta = [(a.shape, a._data.dtype) if isinstance(a, Tensor) and a._requires_grad else None for a in args]
+        record(ctx, args, wrapped)
         return wrapped[0] if single else tuple(wrapped)
-
-
-def _record_function(ctx: FunctionCtx, args: tuple, outputs: list) -> None:
-    nxt = []
-    for a in args:
-        if isinstance(a, Tensor) and a._requires_grad:
-            e = a._edge
-            nxt.append(e if e is not None else a)
-        else:
-            nxt.append(None)
-    ctx.next = tuple(nxt)
-    saved = ctx._to_save
-    ctx._to_save = None  # it may hold outputs, which hold ctx
-    if saved is not None:
-        ctx.versions = tuple(version(t) for t in saved if t is not None)
-        out_index = {id(o): i for i, o in enumerate(outputs) if isinstance(o, Tensor) and o._edge is not None}
-        # A saved output would hold its own grad_fn (a cycle): keep its array and rebuild it on access.
-        saved = tuple((t.data, out_index[id(t)]) if id(t) in out_index else t for t in saved)
-    else:
-        ctx.versions = None
-    ctx.inputs = saved
-    ctx.out = ctx.out_version = None
-    if MODE.anomaly:
-        from .anomaly import creation_trace
-        ctx.trace = creation_trace()

@@ -54,8 +54,8 @@ CPU = device("cpu")
 # array type -> (device of such an array or a callable giving it, array module)
 _ARRAY_TYPES: dict = {np.ndarray: (CPU, np)}
 _NULL = contextlib.nullcontext()
-_UNSET = object()
-CUDA = _UNSET  # the CudaBackend once looked for (None when there is no usable GPU); see cuda_backend()
+UNSET = object()
+CUDA = UNSET  # the CudaBackend once looked for (None when there is no usable GPU); see cuda_backend()
 _cuda_why = ""  # why there is no CUDA backend, for the error message
 RESET_HOOKS: list = []  # called when the CUDA backend is installed or forgotten (per-device caches drop)
 
@@ -98,7 +98,7 @@ def array_module(array):
 def cuda_backend():
     """The CUDA backend (CuPy with at least one GPU), imported on first use; None without one."""
     global CUDA, _cuda_why
-    if CUDA is _UNSET:
+    if CUDA is UNSET:
         CUDA = None
         if os.environ.get("EMBER_DISABLE_CUDA", "").strip() not in ("", "0"):
             _cuda_why = "CUDA is disabled by EMBER_DISABLE_CUDA"
@@ -123,7 +123,7 @@ def install_cuda(cp, cpx):
     Raises when it reports no device."""
     global CUDA, _cuda_why
     from .cuda import CudaBackend
-    old = CUDA if CUDA is not _UNSET else None
+    old = CUDA if CUDA is not UNSET else None
     if old is not None:
         _ARRAY_TYPES.pop(old.ndarray, None)
     be = CudaBackend(cp, cpx)
@@ -138,9 +138,9 @@ def install_cuda(cp, cpx):
 def uninstall_cuda() -> None:
     """Forget the CUDA backend (tests); the next query looks for CuPy again."""
     global CUDA
-    if CUDA is not _UNSET and CUDA is not None:
+    if CUDA is not UNSET and CUDA is not None:
         _ARRAY_TYPES.pop(CUDA.ndarray, None)
-    CUDA = _UNSET
+    CUDA = UNSET
     for hook in RESET_HOOKS:
         hook()
 
@@ -179,6 +179,21 @@ def on(dev: device):
     if dev.type == "cpu":
         return _NULL
     return require_cuda(dev).use(dev.index)
+
+
+def on_device_of(a):
+    """A context making `a`'s device current, for allocations (CuPy allocates on the current device, not on
+    the device of the arrays at hand); nothing to do for a NumPy array (or None)."""
+    return _NULL if a.__class__ is np.ndarray or a is None else on(device_of(a))
+
+
+def writable(a) -> bool:
+    """Whether an op may write into array `a`. NumPy marks broadcast views read-only; CuPy has no such flag,
+    so there a view in which several elements share one memory location (a zero stride) counts as read-only."""
+    w = getattr(a.flags, "writeable", None)
+    if w is not None:
+        return w
+    return all(st != 0 or n <= 1 for n, st in zip(a.shape, a.strides))
 
 
 def transfer(array, dev: device, non_blocking: bool = False):

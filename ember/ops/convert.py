@@ -7,10 +7,12 @@ import numpy as np
 from .. import _creation as C
 from .. import _dtype as dt
 from .. import backend
-from .._tensor import Tensor, make, on_device_of
+from .._tensor import Tensor, make
+from ..backend import on_device_of
 from ..autograd.function import Op
 from . import arithmetic as A
 from . import unary as U
+from .registry import Exports
 
 
 class Clone(Op):
@@ -75,10 +77,10 @@ def pin_memory(self: Tensor, device=None) -> Tensor:
     if self.device.type != "cpu":
         raise RuntimeError(f"pin_memory(): cannot pin '{self.device}' memory: only dense CPU tensors can be pinned")
     be = backend.require_cuda()
-    if be.is_pinned(self.data):
+    if be.is_pinned(self._data):
         return self
-    out = be.pinned_empty(self.data.shape, self.data.dtype)
-    out[...] = self.data
+    out = be.pinned_empty(self._data.shape, self._data.dtype)
+    out[...] = self._data
     t = make(out)
     t._requires_grad = False
     return t
@@ -88,7 +90,7 @@ def is_pinned(self: Tensor, device=None) -> bool:
     """True when this CPU tensor lives in page-locked host memory (False without CUDA)."""
     if self.device.type != "cpu" or backend.cuda_backend() is None:
         return False
-    return backend.CUDA.is_pinned(self.data)
+    return backend.CUDA.is_pinned(self._data)
 
 
 def type_(self: Tensor, dtype=None, non_blocking: bool = False):
@@ -105,8 +107,8 @@ def as_tensor_like(value, like: Tensor) -> Tensor:
     """`value` (number, array or Tensor) as a tensor of like's dtype, on like's device."""
     if isinstance(value, Tensor):
         return value
-    with on_device_of(like.data):
-        return make(backend.array_module(like.data).asarray(value, like.data.dtype))
+    with on_device_of(like._data):
+        return make(backend.array_module(like._data).asarray(value, like._data.dtype))
 
 
 # NumPy ufuncs called on Tensors (np.add(a, t), np_array * t, np.exp(t)) run as ember ops.
@@ -138,38 +140,41 @@ def numpy_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
     return getattr(ufunc, method)(*arrays, **kwargs)
 
 
-def _bind() -> None:
-    T = Tensor
-    T.to = to
-    T.type = type_
-    T.clone = clone
-    T.float = lambda self, memory_format=None: U.to_dtype(self, dt.float32)
-    T.double = lambda self, memory_format=None: U.to_dtype(self, dt.float64)
-    T.half = lambda self, memory_format=None: U.to_dtype(self, dt.float16)
-    T.long = lambda self, memory_format=None: U.to_dtype(self, dt.int64)
-    T.int = lambda self, memory_format=None: U.to_dtype(self, dt.int32)
-    T.short = lambda self, memory_format=None: U.to_dtype(self, dt.int16)
-    T.byte = lambda self, memory_format=None: U.to_dtype(self, dt.uint8)
-    T.char = lambda self, memory_format=None: U.to_dtype(self, dt.int8)
-    T.bool = lambda self, memory_format=None: U.to_dtype(self, dt.bool)
-    T.cpu = lambda self, memory_format=None: to(self, "cpu")
-    T.cuda = lambda self, device=None, non_blocking=False, memory_format=None: to(
-        self, "cuda" if device is None else device if not isinstance(device, int) else f"cuda:{device}",
-        non_blocking=non_blocking)
-    T.pin_memory = pin_memory
-    T.is_pinned = is_pinned
-    T.type_as = lambda self, other: to(self, other.dtype)
-
-    def _new(fn):
-        def method(self, *size, dtype=None, device=None, requires_grad=False):
-            return fn(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
-        return method
-
-    T.new_zeros, T.new_ones, T.new_empty = _new(C.zeros), _new(C.ones), _new(C.empty)
-    T.new_full = lambda self, size, fill_value, dtype=None, device=None, requires_grad=False: C.full(
-        size, fill_value, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
-    T.new_tensor = lambda self, data, dtype=None, device=None, requires_grad=False: C.tensor(
-        data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+# ---------------------------------------------------------------------- the API this module adds (bound by ops/__init__.py)
+def _as(dtype):
+    """The Tensor method converting to `dtype` (`x.float()`, `x.long()`, ...)."""
+    def method(self, memory_format=None):
+        return U.to_dtype(self, dtype)
+    return method
 
 
-_bind()
+def _cuda(self, device=None, non_blocking=False, memory_format=None):
+    return to(self, "cuda" if device is None else device if not isinstance(device, int) else f"cuda:{device}",
+              non_blocking=non_blocking)
+
+
+def _new_like(fn):
+    """The Tensor method `new_<fn>(*size, ...)`: a new tensor with this one's dtype and device by default."""
+    def method(self, *size, dtype=None, device=None, requires_grad=False):
+        return fn(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+    return method
+
+
+EXPORTS = Exports(
+    globals(),
+    functions=("clone",),
+    methods=("to", "clone", "pin_memory", "is_pinned"),
+    aliases={
+        "type": type_,
+        "float": _as(dt.float32), "double": _as(dt.float64), "half": _as(dt.float16), "long": _as(dt.int64),
+        "int": _as(dt.int32), "short": _as(dt.int16), "byte": _as(dt.uint8), "char": _as(dt.int8),
+        "bool": _as(dt.bool),
+        "cpu": lambda self, memory_format=None: to(self, "cpu"),
+        "cuda": _cuda,
+        "type_as": lambda self, other: to(self, other.dtype),
+        "new_zeros": _new_like(C.zeros), "new_ones": _new_like(C.ones), "new_empty": _new_like(C.empty),
+        "new_full": lambda self, size, fill_value, dtype=None, device=None, requires_grad=False: C.full(
+            size, fill_value, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad),
+        "new_tensor": lambda self, data, dtype=None, device=None, requires_grad=False: C.tensor(
+            data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad),
+    })

@@ -19,11 +19,14 @@ import numpy as np
 
 from .. import _dtype as dt
 from .. import backend
-from .._tensor import Tensor, _dim, _to_array, as_view, bump_version, make, on_device_of
-from ..autograd.function import Op, _record
+from .._tensor import Tensor, normalize_dim, to_array, bump_version, make
+from ..backend import on_device_of
+from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
 from . import arithmetic as A
-from .inplace import _check_writable, _commit, _old
+from .inplace import check_writable, commit, old_input
+from .inplace import as_view
+from .registry import Exports
 
 __all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "masked_fill", "masked_select",
            "take_along_dim", "take", "nonzero", "argwhere"]
@@ -40,7 +43,7 @@ def _index_item(it, base):
     """An index element other than int/slice/None/Ellipsis/bool: an int, an integer array or a bool mask,
     as an array on the device of `base` (the indexed array)."""
     if isinstance(it, Tensor):
-        a = it.data
+        a = it._data
         if a.dtype == np.uint8:  # PyTorch's legacy byte masks
             a = a.astype(np.bool_)
     elif isinstance(it, _ndarray) or hasattr(it, "__cuda_array_interface__"):
@@ -80,7 +83,7 @@ def _on_device_of(a, base):
 
 
 def _unwrap(seq):
-    return [x.data if isinstance(x, Tensor) else _unwrap(x) if isinstance(x, (list, tuple)) else x for x in seq]
+    return [x._data if isinstance(x, Tensor) else _unwrap(x) if isinstance(x, (list, tuple)) else x for x in seq]
 
 
 def _parse(index, shape: tuple, base=None) -> tuple:
@@ -212,7 +215,7 @@ def _rows_index(idx):
     return None
 
 
-def _add_rows(out, rows, src) -> None:
+def add_rows(out, rows, src) -> None:
     """out[rows[i]] += src[i] over i, adding repeated rows (rows non-negative and 1-D)."""
     if (src.ndim >= 2 and rows.size >= 64 and src.size >= 16 * rows.size and out.dtype.kind == "f"):
         # sort + segment sums beats np.add.at about 2x when each row is a vector (embedding gradients)
@@ -256,7 +259,7 @@ class IndexBackward(Op):
         if kind == 2:
             rows = _rows_index(idx)
             if rows is not None:
-                _add_rows(v, rows.reshape(-1), g.reshape((rows.size,) + v.shape[1:]))
+                add_rows(v, rows.reshape(-1), g.reshape((rows.size,) + v.shape[1:]))
             else:
                 xp.add.at(v, main, g)
         else:
@@ -328,12 +331,11 @@ def _fast_index(index, shape, base=None):
 
 def getitem(self: Tensor, index) -> Tensor:
     """x[index] with PyTorch's semantics: basic indices give a view, tensor/list/mask indices a copy."""
-    idx = _fast_index(index, self.data.shape, self.data)
+    idx = _fast_index(index, self._data.shape, self._data)
     if self._requires_grad and MODE.grad:
-        node = _new(GetItem)
-        r = _record(node, (self,), node.forward(self.data, idx))
+        r = dispatch(_new(GetItem), (self,), (self._data, idx))
     else:
-        r = make(_select(self.data, idx))
+        r = make(_select(self._data, idx))  # GetItem.forward without the work it does for backward
     if idx[2] == 0:  # a view: shares the version counter, so in-place writes to either are seen by both
         as_view(r, self)
     return r
@@ -343,7 +345,7 @@ def _masked_fill_write(idx, value: Tensor) -> bool:
     """Whether PyTorch writes `t[idx] = value` as a masked fill (which casts value): a one-element value and
     a single boolean-tensor index of 1+ dims (ints and slices beside it allowed; a Python bool in a tuple
     counts as an index tensor)."""
-    if value.data.size != 1:
+    if value._data.size != 1:
         return False
     tensors = [it for it in idx[1] if hasattr(it, "dtype")]  # arrays of any device, and np.bool_
     # a 0-d bool tensor indexes like a Python bool inside a tuple: as an integer index tensor
@@ -371,7 +373,7 @@ def _check_value_fits(index, shape: tuple, value, err: _ArrayIndexError, base=No
         return
     dummy = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), tuple(shape), (0,) * len(shape))  # no memory
     result = (dummy if pre is None else dummy[pre])[main].shape
-    vshape = np.shape(value.data if isinstance(value, Tensor) else value)
+    vshape = np.shape(value._data if isinstance(value, Tensor) else value)
     try:
         fits = np.broadcast_shapes(vshape, result) == result
     except ValueError:
@@ -384,36 +386,36 @@ def _check_value_fits(index, shape: tuple, value, err: _ArrayIndexError, base=No
 def setitem(self: Tensor, index, value) -> None:
     """x[index] = value (broadcast): in place; under autograd the tensor takes the result's place in the graph."""
     try:
-        idx = _fast_index(index, self.data.shape, self.data)
+        idx = _fast_index(index, self._data.shape, self._data)
     except _ArrayIndexError as e:
-        if isinstance(value, Tensor) and value.data.dtype != self.data.dtype:
+        if isinstance(value, Tensor) and value._data.dtype != self._data.dtype:
             _dtype_mismatch(self, value)
-        _check_value_fits(index, self.data.shape, value, e, self.data)
+        _check_value_fits(index, self._data.shape, value, e, self._data)
         raise
-    _check_writable(self, "__setitem__")
+    check_writable(self, "__setitem__")
     if isinstance(value, Tensor):
-        if value.data.__class__ is _ndarray and self.data.__class__ is not _ndarray and value.data.ndim == 0:
+        if value._data.__class__ is _ndarray and self._data.__class__ is not _ndarray and value._data.ndim == 0:
             value = value.to(self.device)  # PyTorch writes a CPU scalar tensor into a tensor of any device
         # t[True] = v alone is a plain copy in PyTorch (casts); only a real index put refuses other dtypes
-        if idx[2] and value.data.dtype != self.data.dtype and type(index) is not bool \
+        if idx[2] and value._data.dtype != self._data.dtype and type(index) is not bool \
                 and not _masked_fill_write(idx, value):
             _dtype_mismatch(self, value)
-        graph = MODE.grad and (self._requires_grad or value._requires_grad) and self.data.dtype.kind == "f"
-        if graph and value.data.dtype != self.data.dtype:
+        graph = MODE.grad and (self._requires_grad or value._requires_grad) and self._data.dtype.kind == "f"
+        if graph and value._data.dtype != self._data.dtype:
             value = value.to(self.dtype)
-        if not graph and value.data.__class__ is not self.data.__class__:
-            backend.check_same_device("__setitem__", (self.data, value.data))
-        v = value if graph else value.data
+        if not graph and value._data.__class__ is not self._data.__class__:
+            backend.check_same_device("__setitem__", (self._data, value._data))
+        v = value if graph else value._data
     else:
         graph = MODE.grad and self._requires_grad
-        v = value if type(value) in (int, float, bool) else _to_array(value, self.data.dtype, "__setitem__")
-        if v.__class__ is not self.data.__class__ and v.__class__ not in (int, float, bool):
-            v = _on_device_of(v, self.data)  # a list or NumPy value written into a device tensor
+        v = value if type(value) in (int, float, bool) else to_array(value, self._data.dtype, "__setitem__")
+        if v.__class__ is not self._data.__class__ and v.__class__ not in (int, float, bool):
+            v = _on_device_of(v, self._data)  # a list or NumPy value written into a device tensor
     if not graph:
-        _put(self.data, idx, v)
+        _put(self._data, idx, v)
         bump_version(self)
         return
-    _commit(self, IndexPut.apply(_old(self, IndexPut), v, idx=idx), "__setitem__")
+    commit(self, IndexPut.apply(old_input(self, IndexPut), v, idx=idx), "__setitem__")
 
 
 # ---------------------------------------------------------------------- gather / scatter
@@ -463,8 +465,8 @@ def _multiply_at(xp, out, grid, ishape, src) -> None:
 
 def _zeros_like_grad(g: Tensor, shape: tuple) -> Tensor:
     """Zeros of `shape` with g's dtype, on g's device."""
-    with on_device_of(g.data):
-        return make(backend.array_module(g.data).zeros(shape, g.data.dtype))
+    with on_device_of(g._data):
+        return make(backend.array_module(g._data).zeros(shape, g._data.dtype))
 
 
 class Gather(Op):
@@ -519,7 +521,7 @@ def _check(x, op: str) -> Tensor:
 def _int_index(index, op: str, what: str = "int32/int64") -> np.ndarray:
     if not isinstance(index, Tensor):
         raise TypeError(f"{op}(): argument 'index' must be Tensor, not {type(index).__name__}")
-    a = index.data
+    a = index._data
     if a.dtype != np.int64 and not (a.dtype == np.int32 and "32" in what):
         raise RuntimeError(f"{op}(): Expected dtype {what} for index, got {index.dtype}")
     return a
@@ -540,8 +542,8 @@ def _check_range(a, size: int, dim: int, op: str, negative: bool = False) -> np.
 def _gather_args(x: Tensor, dim, index: Tensor, op: str):
     x = _check(x, op)
     a = _int_index(index, op)
-    backend.check_same_device(op, (x.data, a))
-    d = _dim(dim, x.ndim, op)
+    backend.check_same_device(op, (x._data, a))
+    d = normalize_dim(dim, x.ndim, op)
     if a.ndim != x.ndim:
         raise RuntimeError(f"{op}(): Index tensor must have the same number of dimensions as input tensor "
                            f"(index has {a.ndim}, input has {x.ndim})")
@@ -562,7 +564,7 @@ def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False)
 def _scatter_args(input: Tensor, dim, index: Tensor, src, op: str):
     x, a, d = _gather_args(input, dim, index, op)
     if isinstance(src, Tensor):
-        if src.data.dtype != x.data.dtype:
+        if src._data.dtype != x._data.dtype:
             raise RuntimeError(f"{op}(): Expected self.dtype to be equal to src.dtype (got {x.dtype} and {src.dtype})")
         if src.ndim != x.ndim:
             raise RuntimeError(f"{op}(): Index tensor must have the same number of dimensions as src tensor "
@@ -602,8 +604,8 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
 
 def _inplace(self: Tensor, fn, cls, op: str, *args, **kwargs) -> Tensor:
     """Run the out-of-place `fn` for an in-place method and commit the result into self (see ops/inplace.py)."""
-    _check_writable(self, op)
-    return _commit(self, fn(_old(self, cls), *args, **kwargs), op)
+    check_writable(self, op)
+    return commit(self, fn(old_input(self, cls), *args, **kwargs), op)
 
 
 def scatter_(self: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce: str | None = None) -> Tensor:
@@ -620,11 +622,11 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     """Values of input at `indices` along dim (input and indices broadcast off dim); dim None: of the flattened input."""
     x = _check(input, "take_along_dim")
     a = _int_index(indices, "take_along_dim", "int64")
-    backend.check_same_device("take_along_dim", (x.data, a))
+    backend.check_same_device("take_along_dim", (x._data, a))
     if dim is None:
-        a = _check_range(a.reshape(-1), x.data.size, 0, "take_along_dim")
+        a = _check_range(a.reshape(-1), x._data.size, 0, "take_along_dim")
         return Take.apply(x, index=a)
-    d = _dim(dim, x.ndim, "take_along_dim")
+    d = normalize_dim(dim, x.ndim, "take_along_dim")
     if a.ndim != x.ndim:
         raise RuntimeError(f"take_along_dim(): input and indices should have the same number of dimensions, but got "
                            f"{x.ndim} dimensions for input, and {a.ndim} dimensions for indices")
@@ -682,11 +684,11 @@ def take(input: Tensor, index: Tensor) -> Tensor:
     x = _check(input, "take")
     if not isinstance(index, Tensor):
         raise TypeError(f"take(): argument 'index' must be Tensor, not {type(index).__name__}")
-    a = index.data
-    backend.check_same_device("take", (x.data, a))
+    a = index._data
+    backend.check_same_device("take", (x._data, a))
     if a.dtype != np.int64:
         raise RuntimeError(f"take(): Expected a long tensor for index, but got {index.dtype}")
-    n = x.data.size
+    n = x._data.size
     if a.size:
         lo, hi = int(a.min()), int(a.max())
         if hi >= n or lo < -n:
@@ -738,15 +740,15 @@ def _index_add_into(out, dim: int, index, src) -> None:
         out[()] += src.sum()
         return
     xp = backend.array_module(out)
-    _add_rows(xp.moveaxis(out, dim, 0), index, xp.moveaxis(src, dim, 0))
+    add_rows(xp.moveaxis(out, dim, 0), index, xp.moveaxis(src, dim, 0))
 
 
 def _select_args(x, dim, index, op: str):
     a = _int_index(index, op)
-    backend.check_same_device(op, (x.data, a))
+    backend.check_same_device(op, (x._data, a))
     if a.ndim > 1:
         raise IndexError(f"{op}(): Index is supposed to be a vector, got shape {list(a.shape)}")
-    d = _dim(dim, x.ndim, op)
+    d = normalize_dim(dim, x.ndim, op)
     return a.reshape(-1), d, (x.shape[d] if x.ndim else 1)
 
 
@@ -758,7 +760,7 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
         bad = int(a.max()) if a.max() >= size else int(a.min())
         msg = f"index_select(): index out of range in self: index {bad} for dimension {d} with size {size}"
         # PyTorch (CPU) checks dim 1 of a 2+-d tensor, and empty 2+-d tensors, with RuntimeError
-        raise (RuntimeError if x.ndim > 1 and (d == 1 or x.data.size == 0) else IndexError)(msg)
+        raise (RuntimeError if x.ndim > 1 and (d == 1 or x._data.size == 0) else IndexError)(msg)
     if x.ndim == 0 and a.size != 1:
         raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {a.size} value(s)")
     return IndexSelect.apply(x, dim=d, index=a)
@@ -770,7 +772,7 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1
     if not isinstance(source, Tensor):
         raise TypeError(f"index_add(): argument 'source' must be Tensor, not {type(source).__name__}")
     a, d, size = _select_args(x, dim, index, "index_add")
-    if source.data.dtype != x.data.dtype:
+    if source._data.dtype != x._data.dtype:
         raise RuntimeError(f"index_add(): self ({x.dtype}) and source ({source.dtype}) must have the same scalar type")
     sshape = source.shape if source.ndim else (1,)
     xshape = x.shape if x.ndim else (1,)
@@ -800,7 +802,7 @@ def index_add_(self: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1
 def _mask(mask, op: str) -> Tensor:
     if not isinstance(mask, Tensor):
         raise TypeError(f"{op}(): argument 'mask' must be Tensor, not {type(mask).__name__}")
-    if mask.data.dtype != np.bool_:
+    if mask._data.dtype != np.bool_:
         raise RuntimeError(f"{op} only supports boolean masks, but got mask with dtype {mask.dtype.name}")
     return mask
 
@@ -839,18 +841,18 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
                                f"{value.ndim} dimension(s).")
         v = value.to(x.dtype)
     elif isinstance(value, (int, float, bool, np.number)):
-        with on_device_of(x.data):
-            v = backend.array_module(x.data).asarray(value).astype(x.data.dtype)
+        with on_device_of(x._data):
+            v = backend.array_module(x._data).asarray(value).astype(x._data.dtype)
     else:
         raise TypeError(f"masked_fill(): value must be a number or a 0-d Tensor, not {type(value).__name__}")
-    backend.check_same_device("masked_fill", (x.data, m.data))
-    return MaskedFill.apply(x, v, mask=m.data)
+    backend.check_same_device("masked_fill", (x._data, m._data))
+    return MaskedFill.apply(x, v, mask=m._data)
 
 
 def masked_fill_(self: Tensor, mask: Tensor, value) -> Tensor:
     """In-place masked_fill (mask must broadcast to self's shape)."""
     if not (MODE.grad and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad))):
-        _check_writable(self, "masked_fill_")
+        check_writable(self, "masked_fill_")
         m = _mask(mask, "masked_fill_")
         if isinstance(value, Tensor) and value.ndim != 0:
             raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
@@ -862,12 +864,12 @@ def masked_fill_(self: Tensor, mask: Tensor, value) -> Tensor:
         if not ok:
             raise RuntimeError(f"masked_fill_: the mask of shape {list(m.shape)} cannot be broadcast to the tensor's "
                                f"shape {list(self.shape)}")
-        backend.check_same_device("masked_fill_", (self.data, m.data))
-        v = value if not isinstance(value, Tensor) else value.data if value.data.__class__ is self.data.__class__ \
+        backend.check_same_device("masked_fill_", (self._data, m._data))
+        v = value if not isinstance(value, Tensor) else value._data if value._data.__class__ is self._data.__class__ \
             else value.item()  # a 0-d value from another device (PyTorch allows a CPU scalar tensor)
-        xp = backend.array_module(self.data)
-        with on_device_of(self.data):
-            xp.copyto(self.data, xp.asarray(v).astype(self.data.dtype), where=m.data)
+        xp = backend.array_module(self._data)
+        with on_device_of(self._data):
+            xp.copyto(self._data, xp.asarray(v).astype(self._data.dtype), where=m._data)
         bump_version(self)
         return self
     return _inplace(self, masked_fill, MaskedFill, "masked_fill_", mask, value)
@@ -878,21 +880,21 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     x = _check(input, "masked_select")
     if not isinstance(mask, Tensor):
         raise TypeError(f"masked_select(): argument 'mask' must be Tensor, not {type(mask).__name__}")
-    if mask.data.dtype != np.bool_:
+    if mask._data.dtype != np.bool_:
         raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {mask.dtype}")
     try:
         shape = np.broadcast_shapes(x.shape, mask.shape)
     except ValueError:
         raise RuntimeError(f"masked_select(): the mask of shape {list(mask.shape)} and the input of shape "
                            f"{list(x.shape)} cannot be broadcast together") from None
-    backend.check_same_device("masked_select", (x.data, mask.data))
-    return getitem(A.broadcast_to(x, shape), backend.array_module(mask.data).broadcast_to(mask.data, shape))
+    backend.check_same_device("masked_select", (x._data, mask._data))
+    return getitem(A.broadcast_to(x, shape), backend.array_module(mask._data).broadcast_to(mask._data, shape))
 
 
 # ---------------------------------------------------------------------- nonzero
 def nonzero(input: Tensor, *, as_tuple: bool = False):
     """The indices of the non-zero entries: an int64 tensor of shape (n, ndim), or (as_tuple) one 1-D tensor per dim."""
-    a = _check(input, "nonzero").data
+    a = _check(input, "nonzero")._data
     xp = backend.array_module(a)
     if as_tuple:
         return tuple(make(i.astype(np.int64, copy=False)) for i in xp.nonzero(a.reshape(1) if a.ndim == 0 else a))
@@ -904,13 +906,9 @@ def argwhere(input: Tensor) -> Tensor:
     return nonzero(input)
 
 
-def _bind() -> None:
-    T = Tensor
-    T.__getitem__ = getitem
-    T.__setitem__ = setitem
-    for name in __all__:
-        setattr(T, name, globals()[name])
-    T.scatter_, T.scatter_add_, T.index_add_, T.masked_fill_ = scatter_, scatter_add_, index_add_, masked_fill_
-
-
-_bind()
+# ---------------------------------------------------------------------- the API this module adds (bound by ops/__init__.py)
+EXPORTS = Exports(
+    globals(),
+    functions=__all__,
+    methods=__all__ + ["scatter_", "scatter_add_", "index_add_", "masked_fill_"],
+    aliases={"__getitem__": getitem, "__setitem__": setitem})

@@ -8,45 +8,82 @@ the old values raises instead of silently using the new ones.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .. import _dtype as dt
 from .. import backend
-from .._tensor import VIEWS, Tensor, bump_version, make, on_device_of, writable
+from .._tensor import Tensor, bump_version, make
+from ..backend import on_device_of, writable
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE
 from . import arithmetic as A
 from . import unary as U
+from .registry import Exports
 
 
-def _check_writable(t: Tensor, op: str) -> None:
+# ---------------------------------------------------------------------- the view registry
+# id(base) -> [weakref to base, weakrefs to its views in the graph]: the views whose history must be rebuilt
+# when the base's history is rewritten by an in-place op (see ember/ops/inplace.py, _rebuild_views).
+VIEWS: dict = {}
+
+
+def as_view(out: Tensor, of: Tensor) -> Tensor:
+    """Mark `out` (whose array is a view of `of`'s) as a view: it then shares of's version counter.
+
+    A view in the graph (`out.requires_grad`) of a non-leaf base is also recorded against the base, so an
+    in-place change of the base can give the view a new history; views of leaves and views outside the
+    graph cost nothing more (a leaf that requires grad can't be modified in place under autograd)."""
+    b = of._base
+    if b is None:
+        b = of
+    out._base = b
+    if out._requires_grad and b._edge is not None:
+        _register_view(out, b)
+    return out
+
+
+def _register_view(v: Tensor, b: Tensor) -> None:
+    key = id(b)
+    e = VIEWS.get(key)
+    if e is None or e[0]() is not b:  # no entry yet (or a dead base's, whose id was reused)
+        e = VIEWS[key] = [weakref.ref(b, lambda r, key=key: VIEWS.get(key, (None,))[0] is r and VIEWS.pop(key))]
+    elif len(e) > 64 and len(e) & (len(e) - 1) == 0:  # prune dead views now and then (at powers of two)
+        e[1:] = [r for r in e[1:] if r() is not None]
+    e.append(weakref.ref(v))
+
+
+
+# ---------------------------------------------------------------------- writing into a tensor
+def check_writable(t: Tensor, op: str) -> None:
     if MODE.grad and t._requires_grad and t._edge is None:
         raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place operation. "
                            f"Wrap the update in `with ember.no_grad():` or operate on a clone().")
-    if not writable(t.data):
+    if not writable(t._data):
         raise RuntimeError(f"{op}: unsupported operation: this tensor is a read-only view (e.g. from expand or "
                            f"broadcast_to) in which several elements share one memory location; call .clone() first.")
 
 
-def _commit(t: Tensor, result: Tensor, op: str) -> Tensor:
+def commit(t: Tensor, result: Tensor, op: str) -> Tensor:
     """Write `result` into t's array and give t result's place in the graph."""
-    r = result.data
-    if r.dtype != t.data.dtype and not np.can_cast(r.dtype, t.data.dtype, "same_kind"):
+    r = result._data
+    if r.dtype != t._data.dtype and not np.can_cast(r.dtype, t._data.dtype, "same_kind"):
         raise RuntimeError(f"{op}: result type {dt.FROM_NP[r.dtype]} can't be cast to the desired output type {t.dtype}")
-    if r.shape != t.data.shape:
+    if r.shape != t._data.shape:
         raise RuntimeError(f"{op}: output with shape {list(t.shape)} doesn't match the broadcast shape {list(r.shape)}")
     if result._requires_grad:
         if t._base is not None and MODE.grad:
             return _commit_view(t, result, op)
-        t.data[...] = r
+        t._data[...] = r
         t._edge = result._edge
         t._requires_grad = True
         if id(t) in VIEWS:
             _rebuild_views(t)
-    elif t.data.__class__ is np.ndarray:
-        np.copyto(t.data, r, casting="same_kind")
+    elif t._data.__class__ is np.ndarray:
+        np.copyto(t._data, r, casting="same_kind")
     else:
-        backend.array_module(t.data).copyto(t.data, r, casting="same_kind")
+        backend.array_module(t._data).copyto(t._data, r, casting="same_kind")
     bump_version(t)
     return t
 
@@ -121,15 +158,15 @@ def _rebuild_views(base: Tensor, skip: Tensor | None = None) -> None:
         return
     live = [r for r in entry[1:] if r() is not None]
     entry[1:] = live
-    b = base.data
+    b = base._data
     for ref in live:
         v = ref()
         if v is None or v is skip or not v._requires_grad:
             continue  # detach_() took it out of the graph
         if b.ndim == 0:  # every element of the view is base's one element
-            v._edge = A.BroadcastTo.apply(base, v.data.shape)._edge
+            v._edge = A.BroadcastTo.apply(base, v._data.shape)._edge
             continue
-        pos = _positions(v.data, b, unique=False)
+        pos = _positions(v._data, b, unique=False)
         if pos is None:
             v._edge = _StaleView.apply(base)._edge
         else:
@@ -149,18 +186,18 @@ def _commit_view(t: Tensor, result: Tensor, op: str) -> Tensor:
         raise RuntimeError(f"{op}: this tensor shares memory with a tensor that requires grad but was taken outside "
                            f"the graph (under no_grad, or by detach()); modifying it in place with autograd would "
                            f"hide the change from the graph: clone() it first")
-    pos = _positions(t.data, base.data)
+    pos = _positions(t._data, base._data)
     if pos is None:
-        _commit_view_check(t, op)
-    if base.data.ndim == 0:
-        if t.data.ndim:
-            _commit_view_check(t, op)
+        refuse_view_write(t, op)
+    if base._data.ndim == 0:
+        if t._data.ndim:
+            refuse_view_write(t, op)
         idx = (None, (Ellipsis,), 0)
     else:
-        idx = (None, _unravel(pos, base.data.shape) + (Ellipsis,), 2)
-    r = result if result.data.dtype == base.data.dtype else result.to(base.dtype)
+        idx = (None, _unravel(pos, base._data.shape) + (Ellipsis,), 2)
+    r = result if result._data.dtype == base._data.dtype else result.to(base.dtype)
     new_base = IndexPut.apply(base, r, idx=idx)
-    t.data[...] = r.data  # writes through to the base's memory: base.data now equals new_base.data
+    t._data[...] = r._data  # writes through to the base's memory: base._data now equals new_base._data
     base._edge = new_base._edge
     base._requires_grad = True
     t._edge = GetItem.apply(new_base, idx=idx)._edge
@@ -171,25 +208,25 @@ def _commit_view(t: Tensor, result: Tensor, op: str) -> Tensor:
     return t
 
 
-def _old(t: Tensor, cls) -> Tensor:
+def old_input(t: Tensor, cls) -> Tensor:
     """The tensor's current identity as an op input; a copy when the op saves inputs (its values are about
     to change). Also when t itself needs no gradient: `y.mul_(w)` must keep y's old values for w's gradient."""
     if not (MODE.grad and getattr(cls, "saves_inputs", True)):
         return t
-    return make(t.data.copy(), t._requires_grad, t._edge)
+    return make(t._data.copy(), t._requires_grad, t._edge)
 
 
 def _binary_(cls, name: str):
     def method(self: Tensor, other, *, alpha=None) -> Tensor:
         op = name + "_"
-        _check_writable(self, op)
+        check_writable(self, op)
         if cls is A.Sub:  # bool - x and x - bool are refused in place too, as PyTorch's sub does
-            A._bool_sub(self, other)
+            A.check_bool_sub(self, other)
         o = other if alpha is None or alpha == 1 else other * alpha
         needs_graph = MODE.grad and (self._requires_grad or (isinstance(o, Tensor) and o._requires_grad))
         if not needs_graph:
-            x = self.data
-            y = o.data if isinstance(o, Tensor) else o
+            x = self._data
+            y = o._data if isinstance(o, Tensor) else o
             if cls is A.Pow:
                 return _pow_(self, o)
             ufunc = _UFUNCS[cls]
@@ -198,18 +235,18 @@ def _binary_(cls, name: str):
             try:
                 ufunc(x, y, out=x, casting="same_kind")
             except TypeError:
-                res = A.binary(cls, self, o, op).data
+                res = A.binary(cls, self, o, op)._data
                 raise RuntimeError(f"{op}: result type {dt.FROM_NP[res.dtype]} can't be cast to the desired output "
                                    f"type {self.dtype}") from None
             except ValueError:
                 if isinstance(o, Tensor):
-                    backend.check_same_device(op, (x, o.data))
-                A._check_broadcast(x, y, op)
+                    backend.check_same_device(op, (x, o._data))
+                A.check_broadcast(x, y, op)
                 raise RuntimeError(f"{op}: output with shape {list(x.shape)} doesn't match the broadcast shape "
                                    f"{list(np.broadcast_shapes(x.shape, np.shape(y)))}") from None
             bump_version(self)
             return self
-        return _commit(self, A.binary(cls, _old(self, cls), o, op), op)
+        return commit(self, A.binary(cls, old_input(self, cls), o, op), op)
     method.__name__ = name + "_"
     return method
 
@@ -217,25 +254,27 @@ def _binary_(cls, name: str):
 def _pow_(self: Tensor, o) -> Tensor:
     """pow_ outside the graph: NumPy's integer power refuses negative exponents with a ValueError
     that says nothing useful, so compute out of place (PyTorch's rules) and write back."""
-    if self.data.dtype.kind in "iub" and type(o) is int and o < 0:
+    if self._data.dtype.kind in "iub" and type(o) is int and o < 0:
         raise RuntimeError(f"pow_(): integers to negative integer powers are not allowed (an integer tensor of dtype "
                            f"{self.dtype} to the power {o}); use a floating-point tensor")
-    return _commit(self, A.binary(A.Pow, self, o, "pow_"), "pow_")
+    return commit(self, A.binary(A.Pow, self, o, "pow_"), "pow_")
 
 
-def _commit_view_check(t: Tensor, op: str) -> None:
+def refuse_view_write(t: Tensor, op: str) -> None:
     raise RuntimeError(f"{op}: in-place modification of a view of a tensor that is part of the autograd graph is not "
                        f"supported by ember; use an out-of-place op (e.g. torch.where or torch.cat) or do the update "
                        f"under ember.no_grad()")
 
 
-def _unary_(fn, name: str, cls=None):
+def unary_in_place(fn, name: str, cls=None):
+    """The in-place Tensor method `<name>_` of the out-of-place function `fn` (whose Op class is `cls`, for the
+    gradient through the old values): computed out of place and written back (`commit`)."""
     def method(self: Tensor, *args, **kwargs) -> Tensor:
         op = name + "_"
-        _check_writable(self, op)
+        check_writable(self, op)
         if MODE.grad and self._requires_grad:
-            return _commit(self, fn(_old(self, cls), *args, **kwargs), op)
-        return _commit(self, fn(self, *args, **kwargs), op)
+            return commit(self, fn(old_input(self, cls), *args, **kwargs), op)
+        return commit(self, fn(self, *args, **kwargs), op)
     method.__name__ = name + "_"
     return method
 
@@ -246,7 +285,7 @@ def zero_(self: Tensor) -> Tensor:
 
 
 def fill_(self: Tensor, value) -> Tensor:
-    _check_writable(self, "fill_")
+    check_writable(self, "fill_")
     if isinstance(value, Tensor):
         if value.dim() != 0:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions.")
@@ -260,17 +299,17 @@ def _replace(self: Tensor, value, op: str) -> Tensor:
     """Under autograd, overwrite every element with `value` (broadcast) and stay in the graph, as PyTorch
     does: the old values get a zero gradient, a Tensor value the gradient of what it was written to."""
     from .indexing import IndexPut
-    return _commit(self, IndexPut.apply(self, value, idx=(None, (Ellipsis,), 0)), op)
+    return commit(self, IndexPut.apply(self, value, idx=(None, (Ellipsis,), 0)), op)
 
 
 def _overwrite(self: Tensor, value, op: str) -> Tensor:
     """Replace every value (a scalar or an array of self's shape): the result depends on nothing."""
     if MODE.grad and self._requires_grad:
         if not isinstance(value, (int, float, bool)):
-            with on_device_of(self.data):
-                value = make(value if hasattr(value, "shape") else backend.array_module(self.data).asarray(value))
+            with on_device_of(self._data):
+                value = make(value if hasattr(value, "shape") else backend.array_module(self._data).asarray(value))
         return _replace(self, value, op)
-    self.data[...] = value
+    self._data[...] = value
     bump_version(self)
     return self
 
@@ -279,17 +318,17 @@ def _overwrite(self: Tensor, value, op: str) -> Tensor:
 def _rng(t: Tensor, generator, op: str):
     """The ember Generator that draws on t's device (the default one of that device unless `generator`)."""
     from .._creation import generator_for
-    return generator_for(backend.device_of(t.data), generator, op)
+    return generator_for(backend.device_of(t._data), generator, op)
 
 
 def _random_(op: str, draw, floats_only: bool = True):
     """A Tensor method filling the tensor with `draw(rng, shape, np_dtype, *args)` (PyTorch's `x.normal_()` family)."""
     def method(self: Tensor, *args, generator=None) -> Tensor:
-        _check_writable(self, op)
-        d = self.data.dtype
+        check_writable(self, op)
+        d = self._data.dtype
         if floats_only and d.kind != "f":
             raise RuntimeError(f"{op}: expects a floating-point tensor, got {self.dtype}")
-        values = draw(_rng(self, generator, op), self.data.shape, d, *args)
+        values = draw(_rng(self, generator, op), self._data.shape, d, *args)
         return _overwrite(self, values, op)
     method.__name__ = op
     return method
@@ -309,7 +348,7 @@ def _normal(rng, shape, d, mean=0.0, std=1.0):
 
 
 def _bernoulli(rng, shape, d, p=0.5):
-    p = p.data if isinstance(p, Tensor) else p
+    p = p._data if isinstance(p, Tensor) else p
     bad = (p < 0) | (p > 1)
     if bool(bad.any()) if hasattr(bad, "any") else bad:
         raise RuntimeError("bernoulli_: expects 0 <= p <= 1")
@@ -335,11 +374,11 @@ def _random_ints(rng, shape, d, low=0, high=None):
 
 def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     """Copy `src` (broadcast, cast) into this tensor; gradients flow to `src`."""
-    _check_writable(self, "copy_")
+    check_writable(self, "copy_")
     if not isinstance(src, Tensor):
         src = make(np.asarray(src))
-    if src.data.__class__ is not self.data.__class__ or (
-            src.data.__class__ is not np.ndarray and src.device != self.device):
+    if src._data.__class__ is not self._data.__class__ or (
+            src._data.__class__ is not np.ndarray and src.device != self.device):
         src = src.to(self.device, non_blocking=non_blocking)  # copy_ moves across devices (differentiably)
     try:
         np.broadcast_shapes(src.shape, self.shape)
@@ -350,7 +389,7 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
                            f"of shape {list(self.shape)}") from None
     if MODE.grad and (src._requires_grad or self._requires_grad) and self.is_floating_point():
         return _replace(self, src.to(self.dtype) if src._requires_grad else src, "copy_")
-    self.data[...] = src.data
+    self._data[...] = src._data
     bump_version(self)
     return self
 
@@ -358,34 +397,21 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
 _UFUNCS = {A.Add: np.add, A.Sub: np.subtract, A.Mul: np.multiply, A.Div: np.true_divide, A.Pow: np.power}
 
 
-def _setup() -> None:
-    T = Tensor
-    T.add_ = _binary_(A.Add, "add")
-    T.sub_ = _binary_(A.Sub, "sub")
-    T.mul_ = _binary_(A.Mul, "mul")
-    T.div_ = _binary_(A.Div, "div")
-    T.pow_ = _binary_(A.Pow, "pow")
-    T.subtract_, T.multiply_, T.divide_ = T.sub_, T.mul_, T.div_
-    T.__iadd__ = T.add_
-    T.__isub__ = T.sub_
-    T.__imul__ = T.mul_
-    T.__itruediv__ = T.div_
-    T.__ipow__ = T.pow_
-    T.zero_, T.fill_, T.copy_ = zero_, fill_, copy_
-    T.uniform_ = _random_("uniform_", _uniform)
-    T.normal_ = _random_("normal_", _normal)
-    T.bernoulli_ = _random_("bernoulli_", _bernoulli, floats_only=False)
-    T.exponential_ = _random_("exponential_", _exponential)
-    T.random_ = _random_("random_", _random_ints, floats_only=False)
-    for name, fn, cls in (("clamp", U.clamp, U.Clamp), ("clip", U.clamp, U.Clamp), ("relu", U.relu, U.Relu),
-                          ("exp", U.exp, U.Exp), ("log", U.log, U.Log), ("sqrt", U.sqrt, U.Sqrt),
-                          ("neg", U.neg, U.Neg), ("abs", U.abs, U.Abs), ("sigmoid", U.sigmoid, U.Sigmoid),
-                          ("tanh", U.tanh, U.Tanh), ("floor", U.floor, U.Floor), ("ceil", U.ceil, U.Ceil),
-                          ("round", U.round, U.Round), ("trunc", U.trunc, U.Trunc), ("sign", U.sign, U.Sign),
-                          ("reciprocal", U.reciprocal, U.Reciprocal), ("square", U.square, U.Square),
-                          ("sin", U.sin, U.Sin), ("cos", U.cos, U.Cos), ("clamp_min", U.clamp_min, U.Clamp),
-                          ("clamp_max", U.clamp_max, U.Clamp)):
-        setattr(T, name + "_", _unary_(fn, name, cls))
+# ---------------------------------------------------------------------- the API this module adds (bound by ops/__init__.py)
+# (the in-place forms of unary ops are declared with those ops, in unary.py, and built by unary_in_place)
+_add_, _sub_, _mul_, _div_ = _binary_(A.Add, "add"), _binary_(A.Sub, "sub"), _binary_(A.Mul, "mul"), _binary_(A.Div, "div")
+_pow_method = _binary_(A.Pow, "pow")
 
-
-_setup()
+EXPORTS = Exports(
+    globals(),
+    methods=("zero_", "fill_", "copy_"),
+    aliases={
+        "add_": _add_, "sub_": _sub_, "mul_": _mul_, "div_": _div_, "pow_": _pow_method,
+        "subtract_": _sub_, "multiply_": _mul_, "divide_": _div_,
+        "__iadd__": _add_, "__isub__": _sub_, "__imul__": _mul_, "__itruediv__": _div_, "__ipow__": _pow_method,
+        "uniform_": _random_("uniform_", _uniform),
+        "normal_": _random_("normal_", _normal),
+        "bernoulli_": _random_("bernoulli_", _bernoulli, floats_only=False),
+        "exponential_": _random_("exponential_", _exponential),
+        "random_": _random_("random_", _random_ints, floats_only=False),
+    })

@@ -17,11 +17,14 @@ import numpy as np
 
 from .. import _dtype as dt
 from .. import backend
-from .._tensor import Tensor, _dim, as_view, on_device_of
+from .._tensor import Tensor, normalize_dim
+from ..backend import on_device_of
 from ..autograd.function import Op
 from .arithmetic import broadcast_to, sum_to
 from .shape import Permute, View
 from .unary import to_dtype
+from .inplace import as_view
+from .registry import Exports
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "outer", "ger", "einsum", "tensordot", "addmm", "baddbmm"]
 
@@ -30,7 +33,7 @@ _CNAME = {"float32": "float", "float64": "double", "float16": "half", "int64": "
           "int16": "short", "int8": "signed char", "uint8": "unsigned char", "bool": "bool"}
 
 
-def _cname(a) -> str:
+def c_type_name(a) -> str:
     return _CNAME.get(a.dtype.name, a.dtype.name)
 
 
@@ -42,7 +45,7 @@ def _x(shape) -> str:
 # ---------------------------------------------------------------------- private views used in backward
 def _mt(x: Tensor) -> Tensor:
     """x with its last two dimensions swapped (a view), differentiably."""
-    n = x.data.ndim
+    n = x._data.ndim
     return Permute.apply(x, tuple(range(n - 2)) + (n - 1, n - 2))
 
 
@@ -128,7 +131,7 @@ def _need_tensors(op: str, *named) -> None:
 
 def _same_dtype(op: str, x, y) -> None:
     if x.dtype != y.dtype:
-        raise RuntimeError(f"{op}(): expected m1 and m2 to have the same dtype, but got: {_cname(x)} != {_cname(y)}")
+        raise RuntimeError(f"{op}(): expected m1 and m2 to have the same dtype, but got: {c_type_name(x)} != {c_type_name(y)}")
     if x.dtype.kind == "b":
         # NotImplementedError is a RuntimeError, as in PyTorch
         raise NotImplementedError(f"{op}(): not implemented for 'Bool' tensors; convert them with .float() or .long() first")
@@ -154,7 +157,7 @@ def _matmul_error(op: str, xs: tuple, ys: tuple) -> RuntimeError:
 
 
 def _apply_matmul(op: str, a: Tensor, b: Tensor) -> Tensor:
-    x, y = a.data, b.data
+    x, y = a._data, b._data
     if x.dtype is not y.dtype or x.dtype.kind == "b":
         _same_dtype(op, x, y)
     try:
@@ -169,26 +172,26 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     column (second) removed from the result, and dimensions before the last two broadcast."""
     if not isinstance(input, Tensor) or not isinstance(other, Tensor):
         _need_tensors("matmul", ("input", input), ("other", other))
-    if input.data.ndim == 0 or other.data.ndim == 0:
-        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {input.data.ndim}D "
-                           f"and {other.data.ndim}D")
+    if input._data.ndim == 0 or other._data.ndim == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {input._data.ndim}D "
+                           f"and {other._data.ndim}D")
     return _apply_matmul("matmul", input, other)
 
 
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     """(n, k) @ (k, m) -> (n, m); both operands must be matrices."""
     _need_tensors("mm", ("input", input), ("mat2", mat2))
-    if input.data.ndim != 2:
-        raise RuntimeError(f"mm(): self must be a matrix, but got a {input.data.ndim}-D tensor of shape {list(input.shape)}")
-    if mat2.data.ndim != 2:
-        raise RuntimeError(f"mm(): mat2 must be a matrix, but got a {mat2.data.ndim}-D tensor of shape {list(mat2.shape)}")
+    if input._data.ndim != 2:
+        raise RuntimeError(f"mm(): self must be a matrix, but got a {input._data.ndim}-D tensor of shape {list(input.shape)}")
+    if mat2._data.ndim != 2:
+        raise RuntimeError(f"mm(): mat2 must be a matrix, but got a {mat2._data.ndim}-D tensor of shape {list(mat2.shape)}")
     return _apply_matmul("mm", input, mat2)
 
 
 def _check_batches(op: str, b1: Tensor, b2: Tensor) -> None:
     for name, t in (("batch1", b1), ("batch2", b2)):
-        if t.data.ndim != 3:
-            raise RuntimeError(f"{op}(): {name} must be a 3D tensor, but got a {t.data.ndim}-D tensor of shape {list(t.shape)}")
+        if t._data.ndim != 3:
+            raise RuntimeError(f"{op}(): {name} must be a 3D tensor, but got a {t._data.ndim}-D tensor of shape {list(t.shape)}")
     s1, s2 = b1.shape, b2.shape
     if s2[0] != s1[0] or s2[1] != s1[2]:
         raise RuntimeError(f"{op}(): Expected size for first two dimensions of batch2 tensor to be: [{s1[0]}, {s1[2]}] "
@@ -205,7 +208,7 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:
 def mv(input: Tensor, vec: Tensor) -> Tensor:
     """(n, k) @ (k,) -> (n,)."""
     _need_tensors("mv", ("input", input), ("vec", vec))
-    if input.data.ndim != 2 or vec.data.ndim != 1:
+    if input._data.ndim != 2 or vec._data.ndim != 1:
         raise RuntimeError(f"mv(): expected a matrix and a vector, but got shapes {list(input.shape)} and {list(vec.shape)}")
     if input.shape[1] != vec.shape[0]:
         raise RuntimeError(f"mv(): size mismatch, got mat ({_x(input.shape)}) and vec ({vec.shape[0]})")
@@ -215,14 +218,14 @@ def mv(input: Tensor, vec: Tensor) -> Tensor:
 def dot(input: Tensor, tensor: Tensor) -> Tensor:
     """Σᵢ xᵢ·yᵢ of two 1-D tensors of the same length (a 0-d tensor)."""
     _need_tensors("dot", ("input", input), ("tensor", tensor))
-    if input.data.ndim != 1 or tensor.data.ndim != 1:
-        raise RuntimeError(f"dot(): 1D tensors expected, but got {input.data.ndim}D and {tensor.data.ndim}D tensors")
+    if input._data.ndim != 1 or tensor._data.ndim != 1:
+        raise RuntimeError(f"dot(): 1D tensors expected, but got {input._data.ndim}D and {tensor._data.ndim}D tensors")
     if input.shape != tensor.shape:
         raise RuntimeError(f"dot(): inconsistent tensor size, expected tensor {list(input.shape)} and src "
                            f"{list(tensor.shape)} to have the same number of elements")
-    if input.data.dtype != tensor.data.dtype:
-        raise RuntimeError(f"dot(): expected both vectors to have same dtype, but found {_cname(input.data)} and "
-                           f"{_cname(tensor.data)}")
+    if input._data.dtype != tensor._data.dtype:
+        raise RuntimeError(f"dot(): expected both vectors to have same dtype, but found {c_type_name(input._data)} and "
+                           f"{c_type_name(tensor._data)}")
     return _apply_matmul("dot", input, tensor)
 
 
@@ -240,10 +243,10 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
     """The outer product of two 1-D tensors (dtypes promoted as for `*`)."""
     _need_tensors("outer", ("input", input), ("vec2", vec2))
     for name, t in (("self", input), ("vec2", vec2)):
-        if t.data.ndim != 1:
-            raise RuntimeError(f"outer(): Expected 1-D argument {name}, but got {t.data.ndim}-D (shape {list(t.shape)})")
-    if input.data.dtype is not vec2.data.dtype:
-        target = dt.FROM_NP[dt.result_type(input.data, vec2.data)]
+        if t._data.ndim != 1:
+            raise RuntimeError(f"outer(): Expected 1-D argument {name}, but got {t._data.ndim}-D (shape {list(t.shape)})")
+    if input._data.dtype is not vec2._data.dtype:
+        target = dt.FROM_NP[dt.result_type(input._data, vec2._data)]
         input, vec2 = to_dtype(input, target), to_dtype(vec2, target)
     return Outer.apply(input, vec2)
 
@@ -282,11 +285,11 @@ class AddMatmul(Op):
 
 
 def _add_matmul(op: str, input: Tensor, a: Tensor, b: Tensor, beta, alpha, out_shape: tuple) -> Tensor:
-    dts = (input.data.dtype, a.data.dtype, b.data.dtype)
+    dts = (input._data.dtype, a._data.dtype, b._data.dtype)
     if not dts[0] == dts[1] == dts[2]:
         raise RuntimeError(f"{op}(): expected input, mat1 and mat2 to have the same dtype, but got "
-                           f"{_cname(input.data)}, {_cname(a.data)} and {_cname(b.data)}")
-    _same_dtype(op, a.data, b.data)
+                           f"{c_type_name(input._data)}, {c_type_name(a._data)} and {c_type_name(b._data)}")
+    _same_dtype(op, a._data, b._data)
     try:
         ok = np.broadcast_shapes(input.shape, out_shape) == out_shape
     except ValueError:
@@ -303,8 +306,8 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tens
     """beta·input + alpha·(mat1 @ mat2) for matrices mat1 (n, k), mat2 (k, m); input broadcasts to (n, m)."""
     _need_tensors("addmm", ("input", input), ("mat1", mat1), ("mat2", mat2))
     for name, t in (("mat1", mat1), ("mat2", mat2)):
-        if t.data.ndim != 2:
-            raise RuntimeError(f"addmm(): {name} must be a matrix, got {t.data.ndim}-D tensor of shape {list(t.shape)}")
+        if t._data.ndim != 2:
+            raise RuntimeError(f"addmm(): {name} must be a matrix, got {t._data.ndim}-D tensor of shape {list(t.shape)}")
     if mat1.shape[1] != mat2.shape[0]:
         raise RuntimeError(f"addmm(): mat1 and mat2 shapes cannot be multiplied ({_x(mat1.shape)} and {_x(mat2.shape)})")
     return _add_matmul("addmm", input, mat1, mat2, beta, alpha, (mat1.shape[0], mat2.shape[1]))
@@ -406,7 +409,7 @@ def _parse(equation: str, operands: tuple) -> tuple:
     # ellipsis dimensions become fresh letters, right-aligned across operands (they broadcast)
     n_ell = 0
     for i, (t, x) in enumerate(zip(toks, operands)):
-        labels, nd = len(t) - (_ELL in t), x.data.ndim
+        labels, nd = len(t) - (_ELL in t), x._data.ndim
         if _ELL not in t and labels != nd:
             raise RuntimeError(f"einsum(): the number of subscripts in the equation ({labels}) does not match the number "
                                f"of dimensions ({nd}) for operand {i} and no ellipsis was given")
@@ -424,7 +427,7 @@ def _parse(equation: str, operands: tuple) -> tuple:
     subs = []
     for t, x in zip(toks, operands):
         if _ELL in t:
-            e = x.data.ndim - (len(t) - 1)
+            e = x._data.ndim - (len(t) - 1)
             p = t.index(_ELL)
             t = t[:p] + list(ell[n_ell - e:]) + t[p + 1:]
         subs.append("".join(t))
@@ -517,16 +520,16 @@ def einsum(*args) -> Tensor:
     for i, t in enumerate(operands):
         if not isinstance(t, Tensor):
             raise TypeError(f"einsum(): operand {i} must be a Tensor, not {type(t).__name__}")
-    dtype = operands[0].data.dtype
+    dtype = operands[0]._data.dtype
     for t in operands[1:]:
-        if t.data.dtype != dtype:
-            raise RuntimeError(f"einsum(): expected all operands to have the same dtype, but got {_cname(operands[0].data)} "
-                               f"and {_cname(t.data)}")
+        if t._data.dtype != dtype:
+            raise RuntimeError(f"einsum(): expected all operands to have the same dtype, but got {c_type_name(operands[0]._data)} "
+                               f"and {c_type_name(t._data)}")
     subs, out, ops = _parse(equation, operands)
     r = Einsum.apply(*ops, subs=subs, osub=out)
     if len(ops) == 1:
         x = operands[0]
-        if backend.array_module(r.data).may_share_memory(r.data, x.data):
+        if backend.array_module(r._data).may_share_memory(r._data, x._data):
             # a permutation or diagonal of one operand is a view of it, as in PyTorch: share the version counter
             as_view(r, x)
     return r
@@ -555,7 +558,7 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
     """Contract the last `dims` dims of a with the first `dims` of b, or the dims paired by dims=(dims_a, dims_b);
     the result has a's remaining dims then b's."""
     _need_tensors("tensordot", ("a", a), ("b", b))
-    na, nb = a.data.ndim, b.data.ndim
+    na, nb = a._data.ndim, b._data.ndim
     if isinstance(dims, Tensor):
         dims = dims.tolist()
     if isinstance(dims, (int, np.integer)) and not isinstance(dims, bool):
@@ -571,7 +574,7 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
     else:
         raise RuntimeError(f"tensordot() expects dims to be int or tuple[list[int], list[int]] or list[list[int]] "
                            f"containing two lists, but got dims={dims!r}")
-    da, db = [_dim(d, na, "tensordot") for d in da], [_dim(d, nb, "tensordot") for d in db]
+    da, db = [normalize_dim(d, na, "tensordot") for d in da], [normalize_dim(d, nb, "tensordot") for d in db]
     for ds in (da, db):
         if len(set(ds)) != len(ds):
             raise RuntimeError(f"tensordot(): dim {next(d for d in ds if ds.count(d) > 1)} appears multiple times in "
@@ -581,9 +584,9 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
             raise RuntimeError(f"tensordot(): contracted dimensions need to match, but first has size {a.shape[i]} in "
                                f"dim {i} and second has size {b.shape[j]} in dim {j} (shapes {list(a.shape)} and "
                                f"{list(b.shape)})")
-    if a.data.dtype != b.data.dtype:
-        raise RuntimeError(f"tensordot(): both inputs should have the same dtype, but got {_cname(a.data)} and "
-                           f"{_cname(b.data)}")
+    if a._data.dtype != b._data.dtype:
+        raise RuntimeError(f"tensordot(): both inputs should have the same dtype, but got {c_type_name(a._data)} and "
+                           f"{c_type_name(b._data)}")
     if na + nb - len(db) > len(_LETTERS):
         raise RuntimeError(f"tensordot(): inputs with {na} and {nb} dimensions are too many for ember's einsum labels")
     sa = _LETTERS[:na]
@@ -603,12 +606,9 @@ def _rmatmul_operator(a, b):
     return matmul(b, a) if isinstance(b, Tensor) else NotImplemented
 
 
-def _bind() -> None:
-    T = Tensor
-    T.__matmul__ = _matmul_operator
-    T.__rmatmul__ = _rmatmul_operator
-    for name in ("matmul", "mm", "bmm", "mv", "dot", "outer", "ger", "addmm", "baddbmm"):
-        setattr(T, name, globals()[name])
-
-
-_bind()
+# ---------------------------------------------------------------------- the API this module adds (bound by ops/__init__.py)
+EXPORTS = Exports(
+    globals(),
+    functions=__all__,
+    methods=("matmul", "mm", "bmm", "mv", "dot", "outer", "ger", "addmm", "baddbmm"),
+    aliases={"__matmul__": _matmul_operator, "__rmatmul__": _rmatmul_operator})

@@ -17,8 +17,8 @@ from .._tensor import Tensor, bump_version, make
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE, no_grad
 from .arithmetic import ones_vector, sum_to
-from .indexing import _add_rows
-from .linalg import Matmul, _cname, matmul
+from .indexing import add_rows
+from .linalg import Matmul, c_type_name, matmul
 from .reduce import norm
 from .shape import broadcast_tensors
 
@@ -61,7 +61,7 @@ class Linear(Op):
 
     def backward(self, gz, x, w, b):
         if not MODE.grad:  # first-order backward: the three products straight on the arrays
-            return _linear_grads(self, gz.data, x.data, w.data, b)
+            return _linear_grads(self, gz._data, x._data, w._data, b)
         gx = Matmul.apply(gz, w) if self.needs(0) else None
         gw = LinearWeightGrad.apply(gz, x) if self.needs(1) else None
         gb = sum_to(gz, b.shape) if b is not None and self.needs(2) else None
@@ -118,11 +118,11 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         _need_tensor("linear", "input", input, 1)
         _need_tensor("linear", "weight", weight, 2)
         _need_tensor("linear", "bias", bias, 3)  # (reached only when bias is not None)
-    x, w = input.data, weight.data
+    x, w = input._data, weight._data
     if x.dtype is not w.dtype or x.dtype.kind != "f":
         if x.dtype != w.dtype:
             raise RuntimeError(f"linear(): expected input and weight to have the same dtype, but got: "
-                               f"{_cname(x)} != {_cname(w)}; convert one with .to(dtype)")
+                               f"{c_type_name(x)} != {c_type_name(w)}; convert one with .to(dtype)")
         if x.dtype.kind != "f":
             raise RuntimeError(f"linear(): not implemented for {_float_name(x.dtype)} tensors; use float tensors")
     if x.ndim == 0 or w.ndim == 0 or w.ndim > 2:
@@ -137,10 +137,10 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
                            f"input's last dimension ({x.shape[-1]}) must equal weight's in_features ({w.shape[-1]}); "
                            f"input shape {list(x.shape)}, weight shape {list(w.shape)}")
     if bias is not None:
-        bd = bias.data
+        bd = bias._data
         if bd.dtype != x.dtype:
-            raise RuntimeError(f"linear(): expected bias to have the dtype of input and weight ({_cname(x)}), "
-                               f"got {_cname(bd)}")
+            raise RuntimeError(f"linear(): expected bias to have the dtype of input and weight ({c_type_name(x)}), "
+                               f"got {c_type_name(bd)}")
         out_shape = x.shape[:-1] + w.shape[:-1]
         if bd.shape != out_shape[-1:] and not _adds_to(bd.shape, out_shape):
             raise RuntimeError(f"linear(): bias of shape {list(bd.shape)} cannot be added to the output of shape "
@@ -156,7 +156,7 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
     """y_o = x1ᵀ A_o x2 + b_o: input1 (*, in1), input2 (*, in2), weight (out, in1, in2), bias (out) or None."""
     for i, (name, v) in enumerate((("input1", input1), ("input2", input2), ("weight", weight)), 1):
         _need_tensor("bilinear", name, v, i)
-    a, c, w = input1.data, input2.data, weight.data
+    a, c, w = input1._data, input2._data, weight._data
     if w.ndim != 3:
         raise RuntimeError(f"bilinear(): weight must be 3-D (out_features, in1_features, in2_features), got shape "
                            f"{list(w.shape)}")
@@ -172,7 +172,7 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
     if c.shape[-1] != w.shape[2]:
         raise RuntimeError(f"bilinear(): input2 size does not match weight size: got {c.shape[-1]} but expected "
                            f"{w.shape[2]} (weight shape {list(w.shape)})")
-    if bias is not None and (bias.data.ndim != 1 or bias.data.shape[0] != w.shape[0]):
+    if bias is not None and (bias._data.ndim != 1 or bias._data.shape[0] != w.shape[0]):
         raise RuntimeError(f"bilinear(): bias size does not match weight size: got {list(bias.shape)} but expected "
                            f"[{w.shape[0]}]")
     o, h1, h2 = w.shape
@@ -219,7 +219,7 @@ class EmbeddingBackward(Op):
         self.idx, self.pad, self.scale = idx, pad, scale
         rows = idx.reshape(-1)
         out = backend.array_module(g).zeros((n,) + g.shape[idx.ndim:], g.dtype)
-        _add_rows(out, rows, g.reshape((rows.size,) + out.shape[1:]))
+        add_rows(out, rows, g.reshape((rows.size,) + out.shape[1:]))
         if scale:
             out /= _counts(idx, n).astype(g.dtype).reshape((n,) + (1,) * (out.ndim - 1))
         if pad is not None:
@@ -251,7 +251,7 @@ class EmbeddingGather(Op):
 def _renorm_rows(weight: Tensor, idx, max_norm: float, norm_type: float) -> None:
     """Scale, in place, the rows of weight used by idx whose norm exceeds max_norm to norm max_norm (PyTorch's
     embedding_renorm_: factor max_norm / (norm + 1e-7))."""
-    w = weight.data
+    w = weight._data
     am = backend.array_module(w)
     rows = am.unique(idx)
     sel = w[rows]
@@ -283,7 +283,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
     """
     _need_tensor("embedding", "input", input, 1)
     _need_tensor("embedding", "weight", weight, 2)
-    idx, w = input.data, weight.data
+    idx, w = input._data, weight._data
     if idx.dtype not in (np.int64, np.int32):
         raise RuntimeError(f"embedding(): expected the indices (argument 'input') to have one of the scalar types "
                            f"Long, Int; but got {_float_name(idx.dtype)} instead; convert them with .long()")
@@ -307,7 +307,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 tensor of shape (*tensor.shape, num_classes) with 1 at each value's class; num_classes=-1: max + 1."""
     _need_tensor("one_hot", "tensor", tensor, 1)
-    idx = tensor.data
+    idx = tensor._data
     if idx.dtype != np.int64:
         raise RuntimeError(f"one_hot is only applicable to index tensor of type LongTensor (int64), got "
                            f"{_float_name(idx.dtype)}; convert it with .long()")
@@ -345,16 +345,16 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     """Σ (x1/‖x1‖)(x2/‖x2‖) along dim, each norm floored at eps; x1 and x2 broadcast to a common shape."""
     _need_tensor("cosine_similarity", "x1", x1, 1)
     _need_tensor("cosine_similarity", "x2", x2, 2)
-    if x1.data.dtype.kind != "f" and x2.data.dtype.kind != "f":
+    if x1._data.dtype.kind != "f" and x2._data.dtype.kind != "f":
         raise RuntimeError(f"cosine_similarity(): expected common dtype to be floating point, yet common dtype is "
-                           f"{_float_name(np.result_type(x1.data.dtype, x2.data.dtype))}")
+                           f"{_float_name(np.result_type(x1._data.dtype, x2._data.dtype))}")
     try:
         a, b = broadcast_tensors(x1, x2)
     except RuntimeError as e:
         raise RuntimeError(f"cosine_similarity(): x1 of shape {list(x1.shape)} and x2 of shape {list(x2.shape)} do "
                            f"not broadcast: {e}") from None
-    if a.data.dtype != b.data.dtype:
-        common = dt.FROM_NP[np.result_type(a.data.dtype, b.data.dtype)]
+    if a._data.dtype != b._data.dtype:
+        common = dt.FROM_NP[np.result_type(a._data.dtype, b._data.dtype)]
         a, b = a.to(common), b.to(common)
     n1 = _FloorValue.apply(norm(a, 2, dim, keepdim=True), eps)
     n2 = _FloorValue.apply(norm(b, 2, dim, keepdim=True), eps)
@@ -367,7 +367,7 @@ def normalize(input: Tensor, p: float = 2.0, dim=1, eps: float = 1e-12, out: Ten
     r = input / norm(input, p, dim, keepdim=True).clamp_min(eps)
     if out is not None:
         with no_grad():
-            out.data[...] = r.data
+            out._data[...] = r._data
         bump_version(out)
         return out
     return r

@@ -15,11 +15,12 @@ import warnings
 import numpy as np
 
 from .. import _dtype as dt
-from ..backend import array_module
-from .._tensor import Tensor, _dim, make, on_device_of
-from ..autograd.function import Op, _record
+from ..backend import array_module, on_device_of
+from .._tensor import Tensor, normalize_dim, make
+from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
 from .arithmetic import broadcast_to, maximum, minimum, sum_array, where
+from .registry import Exports
 
 __all__ = ["sum", "mean", "prod", "var", "std", "max", "min", "amax", "amin", "argmax", "argmin", "logsumexp",
            "norm", "cumsum", "cumprod", "all", "any", "count_nonzero", "return_types"]
@@ -43,12 +44,12 @@ def _axes(dim, ndim: int, op: str, empty_is_all: bool = True) -> tuple:
     if isinstance(dim, (tuple, list)):
         if not dim:
             return tuple(range(ndim)) if empty_is_all else ()
-        axes = [_dim(d, ndim, op) for d in dim]
+        axes = [normalize_dim(d, ndim, op) for d in dim]
         for i, a in enumerate(axes):
             if a in axes[:i]:
                 raise RuntimeError(f"{op}(): dim {a} appears multiple times in the list of dims {list(dim)}")
         return tuple(sorted(axes)) if ndim else ()
-    d = _dim(dim, ndim, op)
+    d = normalize_dim(dim, ndim, op)
     return (d,) if ndim else ()
 
 
@@ -67,29 +68,23 @@ def _count(shape: tuple, axes: tuple) -> int:
 
 
 def _float_only(x: Tensor, op: str, what: str) -> None:
-    if x.data.dtype.kind != "f":
+    if x._data.dtype.kind != "f":
         raise RuntimeError(f"{op}(): {what}, got {x.dtype}")
 
 
 def _nonempty(x: Tensor, axes: tuple, op: str, all_dims: bool) -> None:
     """max/min/amax/argmax have no identity: PyTorch refuses to reduce over nothing."""
-    if all_dims and x.data.size == 0:
+    if all_dims and x._data.size == 0:
         raise RuntimeError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0 "
                            f"(input shape {list(x.shape)}). Specify the reduction dim with the 'dim' argument.")
     for a in axes:
-        if x.data.ndim and x.data.shape[a] == 0:
+        if x._data.ndim and x._data.shape[a] == 0:
             raise IndexError(f"{op}(): Expected reduction dim {a} to have non-zero size (input shape {list(x.shape)}).")
 
 
 def _apply(cls, x: Tensor, *consts) -> Tensor:
-    """`cls.apply(x, *consts)` for one Tensor input followed by constants: the lean path every reduction takes."""
-    node = object.__new__(cls)
-    out = node.forward(x.data, *consts)
-    if type(out) is not np.ndarray and isinstance(out, np.generic):
-        out = np.asarray(out)
-    if not (x._requires_grad and MODE.grad):
-        return make(out)
-    return _record(node, (x,) + consts, out)
+    """`cls.apply(x, *consts)` for one Tensor input followed by constants (no device check needed)."""
+    return dispatch(object.__new__(cls), (x,) + consts, (x._data,) + consts)
 
 
 # ---------------------------------------------------------------------- shape helpers for backward
@@ -166,7 +161,7 @@ class Prod(Op):
     def backward(self, gz, x, axis, keepdim):
         axes = tuple(range(x.ndim)) if axis is None else (axis,)
         g = _keep(gz, x.shape, axes, keepdim)
-        if not bool((x.data == 0).any()):  # a branch on the values, not gradient math on arrays
+        if not bool((x._data == 0).any()):  # a branch on the values, not gradient math on arrays
             return g * _keep(self.output(), x.shape, axes, keepdim) / x
         return g * _prod_of_others(x, axis)
 
@@ -191,7 +186,7 @@ def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor
     x = _check(input, "sum")
     if dtype is not None:
         x = x.to(dtype)
-    return _apply(Sum, x, _axes(dim, x.data.ndim, "sum"), keepdim)
+    return _apply(Sum, x, _axes(dim, x._data.ndim, "sum"), keepdim)
 
 
 def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
@@ -199,10 +194,10 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
     x = _check(input, "mean")
     if dtype is not None:
         x = x.to(dtype)
-    if x.data.dtype.kind != "f":
+    if x._data.dtype.kind != "f":
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point or "
                            f"complex dtype. Got: {x.dtype} (pass dtype=ember.float32 to average integers)")
-    return _apply(Mean, x, _axes(dim, x.data.ndim, "mean"), keepdim)
+    return _apply(Mean, x, _axes(dim, x._data.ndim, "mean"), keepdim)
 
 
 def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
@@ -212,8 +207,8 @@ def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
         x = x.to(dtype)
     if dim is None:
         return _apply(Prod, x, None, False)
-    axis = _dim(dim, x.data.ndim, "prod")
-    if x.data.ndim == 0:
+    axis = normalize_dim(dim, x._data.ndim, "prod")
+    if x._data.ndim == 0:
         return _apply(Prod, x, None, False)
     return _apply(Prod, x, axis, keepdim)
 
@@ -282,7 +277,7 @@ def var(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = F
     x = _check(input, "var")
     dim, c = _correction("var", dim, unbiased, correction)
     _float_only(x, "var", "std and var only support floating point dtypes")
-    return _apply(Var, x, _axes(dim, x.data.ndim, "var"), c, keepdim)
+    return _apply(Var, x, _axes(dim, x._data.ndim, "var"), c, keepdim)
 
 
 def std(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None) -> Tensor:
@@ -290,7 +285,7 @@ def std(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = F
     x = _check(input, "std")
     dim, c = _correction("std", dim, unbiased, correction)
     _float_only(x, "std", "std and var only support floating point dtypes")
-    return _apply(Std, x, _axes(dim, x.data.ndim, "std"), c, keepdim)
+    return _apply(Std, x, _axes(dim, x._data.ndim, "std"), c, keepdim)
 
 
 # ---------------------------------------------------------------------- max, min and friends
@@ -359,17 +354,17 @@ def _max_min(x, dim, keepdim: bool, largest: bool, op: str):
         if keepdim:
             raise TypeError(f"{op}(): keepdim=True needs a dim; {op}(input) reduces over every element")
         _nonempty(x, (), op, True)
-        return _apply(AMax, x, tuple(range(x.data.ndim)), False, largest, True)
-    axis = _dim(dim, x.data.ndim, op)
+        return _apply(AMax, x, tuple(range(x._data.ndim)), False, largest, True)
+    axis = normalize_dim(dim, x._data.ndim, op)
     result = return_types.max if largest else return_types.min
-    if x.data.ndim == 0:  # a 0-d tensor is its own max, at index 0
-        xp = array_module(x.data)
+    if x._data.ndim == 0:  # a 0-d tensor is its own max, at index 0
+        xp = array_module(x._data)
         v = _apply(KeepDims, x, (1,))
-        with on_device_of(x.data):
+        with on_device_of(x._data):
             zero, zero0 = xp.zeros((1,), _INT64), xp.zeros((), _INT64)
         return result(_apply(TakeAlong, v, zero, 0, False), make(zero0))
     _nonempty(x, (axis,), op, False)
-    idx = (x.data.argmax if largest else x.data.argmin)(axis=axis, keepdims=True)
+    idx = (x._data.argmax if largest else x._data.argmin)(axis=axis, keepdims=True)
     # the gradient goes to the returned index only (PyTorch's rule for max(dim), unlike amax)
     values = _apply(TakeAlong, x, idx, axis, keepdim)
     return result(values, make(idx if keepdim else idx.squeeze(axis)))
@@ -394,7 +389,7 @@ def min(input: Tensor, dim=None, keepdim: bool = False, *, other: Tensor | None 
 
 
 def _amax_amin(x, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
-    axes = _axes(dim, x.data.ndim, op)
+    axes = _axes(dim, x._data.ndim, op)
     # only an implicit "every dim" (None, () or []) is the RuntimeError; a named empty dim is an IndexError
     _nonempty(x, axes, op, dim is None or (isinstance(dim, (tuple, list)) and not dim))
     return _apply(AMax, x, axes, keepdim, largest)
@@ -411,7 +406,7 @@ def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
 
 
 def _arg(x, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
-    a = x.data
+    a = x._data
     if a.dtype.kind == "b":  # checked first, as in PyTorch (an empty bool input reports the dtype)
         raise RuntimeError(f"{op}(): does not support bool input; convert it with .long() or .to(ember.uint8) first")
     fn = a.argmax if largest else a.argmin
@@ -421,7 +416,7 @@ def _arg(x, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
                              f"(input shape {list(a.shape)}).")
         i = _as_array(fn()).astype(_INT64, copy=False)
         return make(i.reshape((1,) * a.ndim) if keepdim else i)
-    axis = _dim(dim, a.ndim, op)
+    axis = normalize_dim(dim, a.ndim, op)
     if a.ndim == 0:
         with on_device_of(a):
             return make(array_module(a).zeros((), _INT64))
@@ -466,9 +461,9 @@ def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
     """ln Σ exp(input) over `dim` (required, as in PyTorch: an int or tuple), without overflow;
     integer inputs are promoted to the default float dtype."""
     x = _check(input, "logsumexp")
-    if x.data.dtype.kind != "f":
+    if x._data.dtype.kind != "f":
         x = x.to(dt.get_default_dtype())
-    return _apply(LogSumExp, x, _axes(dim, x.data.ndim, "logsumexp"), keepdim)
+    return _apply(LogSumExp, x, _axes(dim, x._data.ndim, "logsumexp"), keepdim)
 
 
 class Norm(Op):
@@ -531,10 +526,10 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
     if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
         raise TypeError(f"norm(): p must be a number or 'fro', got {type(p).__name__}")
     p = float(p)
-    axes = _axes(dim, x.data.ndim, "norm")
+    axes = _axes(dim, x._data.ndim, "norm")
     if math.isinf(p):
         for a in axes:
-            if x.data.shape[a] == 0:
+            if x._data.shape[a] == 0:
                 raise RuntimeError(f"norm(): cannot compute the {p} norm over an empty dimension {a} of shape "
                                    f"{list(x.shape)}: the operation has no identity")
     return _apply(Norm, x, p, axes, keepdim)
@@ -577,9 +572,9 @@ class Cumprod(Op):
 
     def backward(self, gz, x, axis):
         z = self.output()
-        if x.data.ndim == 0:
+        if x._data.ndim == 0:
             return gz
-        if not bool((x.data == 0).any()):  # a branch on the values, not gradient math on arrays
+        if not bool((x._data == 0).any()):  # a branch on the values, not gradient math on arrays
             return _apply(Cumsum, gz * z, axis, True) / x
         zero = x == 0
         seen = _apply(Cumsum, zero, axis, False)  # zeros up to and including each position
@@ -596,7 +591,7 @@ def cumsum(input: Tensor, dim, *, dtype=None) -> Tensor:
     x = _check(input, "cumsum")
     if dtype is not None:
         x = x.to(dtype)
-    return _apply(Cumsum, x, _dim(dim, x.data.ndim, "cumsum"), False)
+    return _apply(Cumsum, x, normalize_dim(dim, x._data.ndim, "cumsum"), False)
 
 
 def cumprod(input: Tensor, dim, *, dtype=None) -> Tensor:
@@ -604,12 +599,12 @@ def cumprod(input: Tensor, dim, *, dtype=None) -> Tensor:
     x = _check(input, "cumprod")
     if dtype is not None:
         x = x.to(dtype)
-    return _apply(Cumprod, x, _dim(dim, x.data.ndim, "cumprod"))
+    return _apply(Cumprod, x, normalize_dim(dim, x._data.ndim, "cumprod"))
 
 
 # ---------------------------------------------------------------------- logical reductions and counts
 def _logical(x: Tensor, dim, keepdim: bool, op: str) -> Tensor:
-    a = x.data
+    a = x._data
     r = _as_array(getattr(a, op)(axis=_axes(dim, a.ndim, op, empty_is_all=False), keepdims=keepdim))
     return make(r.astype(np.uint8) if a.dtype == np.uint8 else r)  # PyTorch keeps uint8 for uint8 input
 
@@ -626,15 +621,13 @@ def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 
 def count_nonzero(input: Tensor, dim=None) -> Tensor:
     """Number of nonzero elements over `dim` (int or tuple; all when None), as int64."""
-    a = _check(input, "count_nonzero").data
+    a = _check(input, "count_nonzero")._data
     axes = _axes(dim, a.ndim, "count_nonzero")
     return make(_as_array(array_module(a).count_nonzero(a, axis=axes) if axes else (a != 0)).astype(_INT64, copy=False))
 
 
-def _bind() -> None:
-    for name in __all__:
-        if name != "return_types":
-            setattr(Tensor, name, globals()[name])
-
-
-_bind()
+# ---------------------------------------------------------------------- the API this module adds (bound by ops/__init__.py)
+EXPORTS = Exports(
+    globals(),
+    functions=__all__,
+    methods=[n for n in __all__ if n != "return_types"])

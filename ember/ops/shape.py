@@ -18,12 +18,15 @@ import numpy as np
 
 from .. import _dtype as dt
 from .. import backend
-from .._tensor import Slot, Tensor, _dim, as_view, make, on_device_of
+from .._tensor import Slot, Tensor, normalize_dim, make
+from ..backend import on_device_of
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE
 from .arithmetic import BroadcastTo, sum_to
 from .convert import clone
 from .unary import to_dtype
+from .inplace import as_view
+from .registry import Exports
 
 _new = object.__new__
 
@@ -51,7 +54,7 @@ def _int_or_ints(v, op: str, what: str) -> tuple:
 
 def _dims(dims, ndim: int, op: str) -> tuple:
     """Normalised, duplicate-free dims (PyTorch's error for a repeated dim)."""
-    out = tuple([_dim(d, ndim, op) for d in dims])
+    out = tuple([normalize_dim(d, ndim, op) for d in dims])
     if len(set(out)) != len(out):
         dup = next(d for d in out if out.count(d) > 1)
         raise RuntimeError(f"{op}(): dim {dup} appears multiple times in the list of dims {list(dims)}")
@@ -86,8 +89,8 @@ def _infer(sizes: tuple, numel: int, op: str) -> tuple:
 
 def _zeros(like: Tensor, shape: tuple) -> Tensor:
     """A constant zero tensor of `shape` with like's dtype, on like's device."""
-    with on_device_of(like.data):
-        return make(backend.array_module(like.data).zeros(shape, like.data.dtype))
+    with on_device_of(like._data):
+        return make(backend.array_module(like._data).zeros(shape, like._data.dtype))
 
 
 def _check_tensor(x, op: str) -> None:
@@ -224,7 +227,7 @@ class Triu(Op):
 
 def _cast_grads(node, pieces, dtypes) -> tuple:
     """One gradient per input: the piece cast back to the input's dtype, None where no gradient is needed."""
-    return tuple([(p if p.data.dtype == d else to_dtype(p, dt.FROM_NP[d])) if node.needs(i) else None
+    return tuple([(p if p._data.dtype == d else to_dtype(p, dt.FROM_NP[d])) if node.needs(i) else None
                   for i, (p, d) in enumerate(zip(pieces, dtypes))])
 
 
@@ -274,7 +277,7 @@ class MultiOutputOp(Op):
     @classmethod
     def apply(cls, x: Tensor, *args) -> tuple:
         node = _new(cls)
-        outs = node.forward(x.data, *args)
+        outs = node.forward(x._data, *args)
         if not (x._requires_grad and MODE.grad):
             return tuple([as_view(make(o), x) for o in outs])
         node.n_out = len(outs)
@@ -336,8 +339,8 @@ class Unbind(MultiOutputOp):
 # ---------------------------------------------------------------------- reshaping
 def _reshape(x: Tensor, sizes: tuple, op: str, view_only: bool) -> Tensor:
     """x with shape `sizes` (-1 inferred): a view when the strides allow, else a copy (or an error if view_only)."""
-    shape = _infer(sizes, x.data.size, op)
-    a = x.data
+    shape = _infer(sizes, x._data.size, op)
+    a = x._data
     if not a.flags.c_contiguous:
         try:
             a.reshape(shape, copy=False)
@@ -391,7 +394,7 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     n = len(shape)
     if n == 0:
         return _reshape(input, (1,), "flatten", False)
-    s, e = _dim(start_dim, n, "flatten"), _dim(end_dim, n, "flatten")
+    s, e = normalize_dim(start_dim, n, "flatten"), normalize_dim(end_dim, n, "flatten")
     if s > e:
         raise RuntimeError(f"flatten() has invalid args: start_dim cannot come after end_dim (got start_dim={start_dim}, "
                            f"end_dim={end_dim} for a {n}-D tensor)")
@@ -402,13 +405,13 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 def ravel(input: Tensor) -> Tensor:
     """input flattened to 1-D (a view when possible)."""
-    return _reshape(input, (input.data.size,), "ravel", False)
+    return _reshape(input, (input._data.size,), "ravel", False)
 
 
 def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
     """input with dim `dim` split into `sizes` (one may be -1) — always a view."""
     shape = input.shape
-    d = _dim(dim, len(shape), "unflatten")
+    d = normalize_dim(dim, len(shape), "unflatten")
     sizes = _int_or_ints(sizes, "unflatten", "sizes")
     if not sizes:
         raise RuntimeError("unflatten: sizes must be non-empty")
@@ -437,7 +440,7 @@ def squeeze(input: Tensor, dim=None) -> Tensor:
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
     """A view of input with a size-1 dim inserted at `dim` (in [-ndim-1, ndim])."""
     shape = input.shape
-    d = _dim(dim, len(shape) + 1, "unsqueeze")
+    d = normalize_dim(dim, len(shape) + 1, "unsqueeze")
     return as_view(View.apply(input, shape[:d] + (1,) + shape[d:]), input)
 
 
@@ -455,7 +458,7 @@ def _shape_3d(s: tuple) -> tuple:
 
 def _atleast(ts, n: int, new_shape) -> tuple:
     """Each tensor of ts as is when it has >= n dims, else viewed with the shape new_shape(shape)."""
-    return tuple([x if x.data.ndim >= n else as_view(View.apply(x, new_shape(x.shape)), x) for x in ts])
+    return tuple([x if x._data.ndim >= n else as_view(View.apply(x, new_shape(x.shape)), x) for x in ts])
 
 
 def _atleast_args(tensors, n: int, new_shape):
@@ -484,11 +487,11 @@ def atleast_3d(*tensors):
 def permute(input: Tensor, *args, dims=None) -> Tensor:
     """A view of input with its dims reordered: result.shape[i] == input.shape[dims[i]]."""
     dims = _shape_args(args, dims, "permute")
-    n = input.data.ndim
+    n = input._data.ndim
     if len(dims) != n:
         raise RuntimeError(f"permute(): number of dims don't match: the tensor has {n} dimensions but dims = "
                            f"{list(dims)} has {len(dims)}")
-    axes = tuple([_dim(d, n, "permute") for d in dims])
+    axes = tuple([normalize_dim(d, n, "permute") for d in dims])
     if len(set(axes)) != n:
         raise RuntimeError(f"permute(): duplicate dims are not allowed: dims = {list(dims)} is not a permutation of "
                            f"the {n} dimensions")
@@ -497,8 +500,8 @@ def permute(input: Tensor, *args, dims=None) -> Tensor:
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     """A view of input with dims dim0 and dim1 swapped."""
-    n = input.data.ndim
-    d0, d1 = _dim(dim0, n, "transpose"), _dim(dim1, n, "transpose")
+    n = input._data.ndim
+    d0, d1 = normalize_dim(dim0, n, "transpose"), normalize_dim(dim1, n, "transpose")
     axes = list(range(n))
     if n:
         axes[d0], axes[d1] = d1, d0
@@ -510,7 +513,7 @@ swapaxes = swapdims = transpose
 
 def t(input: Tensor) -> Tensor:
     """Transpose of a matrix (a view); 0-d and 1-d tensors come back as they are (as views)."""
-    n = input.data.ndim
+    n = input._data.ndim
     if n > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {n}D")
     return as_view(Permute.apply(input, (1, 0) if n == 2 else tuple(range(n))), input)
@@ -518,7 +521,7 @@ def t(input: Tensor) -> Tensor:
 
 def _T(self: Tensor) -> Tensor:
     """All dims reversed (a view); PyTorch deprecates this for tensors that are not 2-D."""
-    n = self.data.ndim
+    n = self._data.ndim
     if n != 2:
         warnings.warn("The use of `x.T` on tensors of dimension other than 2 to reverse their shape is deprecated and it "
                       "will throw an error in a future release. Consider `x.mT` to transpose batches of matrices or "
@@ -529,7 +532,7 @@ def _T(self: Tensor) -> Tensor:
 
 def _mT(self: Tensor) -> Tensor:
     """The last two dims swapped (a batch of matrix transposes; a view)."""
-    n = self.data.ndim
+    n = self._data.ndim
     if n < 2:
         raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got {n}-D tensor.")
     return transpose(self, -2, -1)
@@ -537,13 +540,13 @@ def _mT(self: Tensor) -> Tensor:
 
 def movedim(input: Tensor, source, destination) -> Tensor:
     """A view of input with dims `source` moved to positions `destination` (the others keep their order)."""
-    n = input.data.ndim
+    n = input._data.ndim
     src, dst = _int_or_ints(source, "movedim", "source"), _int_or_ints(destination, "movedim", "destination")
     if len(src) != len(dst):
         raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} dims) should contain "
                            f"the same number of dims as destination ({list(dst)} dims)")
-    s = tuple([_dim(d, n, "movedim") for d in src])
-    d = tuple([_dim(v, n, "movedim") for v in dst])
+    s = tuple([normalize_dim(d, n, "movedim") for d in src])
+    d = tuple([normalize_dim(v, n, "movedim") for v in dst])
     for name, v, given in (("source", s, src), ("destination", d, dst)):
         if len(set(v)) != len(v):
             raise RuntimeError(f"movedim: repeated dim in `{name}` ({list(given)})")
@@ -624,7 +627,7 @@ def broadcast_tensors(*tensors) -> tuple:
 def repeat(self: Tensor, *sizes) -> Tensor:
     """self tiled sizes[i] times along dim i (extra leading sizes add dims), a copy;  NumPy's tile."""
     reps = _ints(sizes, "repeat", "repeats")
-    n = self.data.ndim
+    n = self._data.ndim
     if len(reps) < n:
         raise RuntimeError(f"repeat(): Number of dimensions of repeat dims ({len(reps)}) can not be smaller than number "
                            f"of dimensions of tensor ({n})")
@@ -637,27 +640,27 @@ def repeat(self: Tensor, *sizes) -> Tensor:
 def tile(input: Tensor, *args, dims=None) -> Tensor:
     """input tiled dims[i] times along dim i; fewer dims than input.ndim are padded with leading 1s."""
     reps = _shape_args(args, dims, "tile")
-    n = input.data.ndim
+    n = input._data.ndim
     return repeat(input, *((1,) * (n - len(reps)) + reps))
 
 
 # ---------------------------------------------------------------------- flips, rolls, triangles
 def flip(input: Tensor, *args, dims=None) -> Tensor:
     """input reversed along `dims` (a copy)."""
-    d = _dims(_shape_args(args, dims, "flip"), input.data.ndim, "flip")
+    d = _dims(_shape_args(args, dims, "flip"), input._data.ndim, "flip")
     return Flip.apply(input, d)
 
 
 def fliplr(input: Tensor) -> Tensor:
     """input reversed along dim 1 (left/right); needs >= 2 dims."""
-    if input.data.ndim < 2:
-        raise RuntimeError(f"fliplr(): Input must be >= 2-d, got a {input.data.ndim}-d tensor")
+    if input._data.ndim < 2:
+        raise RuntimeError(f"fliplr(): Input must be >= 2-d, got a {input._data.ndim}-d tensor")
     return Flip.apply(input, (1,))
 
 
 def flipud(input: Tensor) -> Tensor:
     """input reversed along dim 0 (up/down); needs >= 1 dim."""
-    if input.data.ndim < 1:
+    if input._data.ndim < 1:
         raise RuntimeError("flipud(): Input must be >= 1-d, got a 0-d tensor")
     return Flip.apply(input, (0,))
 
@@ -672,21 +675,21 @@ def roll(input: Tensor, shifts, dims=None) -> Tensor:
     ds = _int_or_ints(dims, "roll", "dims")
     if len(sh) != len(ds):
         raise RuntimeError(f"roll(): shifts and dimensions must align. shifts: {len(sh)}, dims:{len(ds)}")
-    n = input.data.ndim
-    return Roll.apply(input, sh, tuple([_dim(d, n, "roll") for d in ds]))
+    n = input._data.ndim
+    return Roll.apply(input, sh, tuple([normalize_dim(d, n, "roll") for d in ds]))
 
 
 def tril(input: Tensor, diagonal: int = 0) -> Tensor:
     """Lower triangle of the last two dims (elements above diagonal `diagonal` zeroed)."""
-    if input.data.ndim < 2:
-        raise RuntimeError(f"tril(): input tensor must have at least 2 dimensions, got {input.data.ndim}")
+    if input._data.ndim < 2:
+        raise RuntimeError(f"tril(): input tensor must have at least 2 dimensions, got {input._data.ndim}")
     return Tril.apply(input, diagonal.__index__())
 
 
 def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     """Upper triangle of the last two dims (elements below diagonal `diagonal` zeroed)."""
-    if input.data.ndim < 2:
-        raise RuntimeError(f"triu(): input tensor must have at least 2 dimensions, got {input.data.ndim}")
+    if input._data.ndim < 2:
+        raise RuntimeError(f"triu(): input tensor must have at least 2 dimensions, got {input._data.ndim}")
     return Triu.apply(input, diagonal.__index__())
 
 
@@ -702,12 +705,12 @@ def _tensor_list(tensors, op: str) -> list:
 
 def _promoted_dtype(tensors: list):
     """PyTorch's promotion over all tensors; None when they already agree (no cast needed)."""
-    d0 = tensors[0].data.dtype
+    d0 = tensors[0]._data.dtype
     target = d0
     for x in tensors[1:]:
-        if x.data.dtype != target:
-            target = dt.promote_types(target, x.data.dtype)
-    return None if all(x.data.dtype == target for x in tensors) else target
+        if x._data.dtype != target:
+            target = dt.promote_types(target, x._data.dtype)
+    return None if all(x._data.dtype == target for x in tensors) else target
 
 
 def cat(tensors, dim: int = 0) -> Tensor:
@@ -716,16 +719,16 @@ def cat(tensors, dim: int = 0) -> Tensor:
     if not ts:
         raise ValueError("cat(): expected a non-empty list of Tensors")
     for i, x in enumerate(ts):
-        if x.data.ndim == 0:
+        if x._data.ndim == 0:
             raise RuntimeError(f"cat(): zero-dimensional tensor (at position {i}) cannot be concatenated")
     dtype = _promoted_dtype(ts)
     # PyTorch's legacy rule: 1-D empty tensors are skipped whatever the others' shapes
-    used = [x for x in ts if x.data.shape != (0,)] or ts
-    ref = used[0].data.shape
-    d = _dim(dim, len(ref), "cat")
+    used = [x for x in ts if x._data.shape != (0,)] or ts
+    ref = used[0]._data.shape
+    d = normalize_dim(dim, len(ref), "cat")
     pre, post = ref[:d], ref[d + 1:]
     for x in used:
-        s = x.data.shape
+        s = x._data.shape
         if s[:d] != pre or s[d + 1:] != post:
             _cat_mismatch(ts, ref, d)
     return Cat.apply(*used, dim=d, dtype=dtype)
@@ -734,7 +737,7 @@ def cat(tensors, dim: int = 0) -> Tensor:
 def _cat_mismatch(ts: list, ref: tuple, d: int):
     """Raise PyTorch's error for the first tensor whose shape does not fit `ref` outside dim d."""
     for i, x in enumerate(ts):
-        s = x.data.shape
+        s = x._data.shape
         if s == (0,):
             continue
         if len(s) != len(ref):
@@ -758,14 +761,14 @@ def stack(tensors, dim: int = 0) -> Tensor:
         if x.shape != shape:
             raise RuntimeError(f"stack(): stack expects each tensor to be equal size, but got {list(shape)} at entry 0 "
                                f"and {list(x.shape)} at entry {i}")
-    d = _dim(dim, len(shape) + 1, "stack")
+    d = normalize_dim(dim, len(shape) + 1, "stack")
     return Stack.apply(*ts, dim=d, dtype=_promoted_dtype(ts))
 
 
 def hstack(tensors) -> Tensor:
     """Join horizontally: along dim 0 for 1-D tensors, else dim 1 (0-d tensors count as 1-D)."""
     ts = _atleast(_tensor_list(tensors, "hstack"), 1, _shape_1d)
-    return cat(ts, 0 if ts and ts[0].data.ndim == 1 else 1)
+    return cat(ts, 0 if ts and ts[0]._data.ndim == 1 else 1)
 
 
 def vstack(tensors) -> Tensor:
@@ -784,7 +787,7 @@ def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
     shape = tensor.shape
     if not shape:
         raise IndexError("split(): Dimension specified as 0 but tensor has no dimensions")
-    d = _dim(dim, len(shape), "split")
+    d = normalize_dim(dim, len(shape), "split")
     n = shape[d]
     if isinstance(split_size_or_sections, (tuple, list)):
         sizes = _ints(split_size_or_sections, "split", "split_sizes")
@@ -817,7 +820,7 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
     shape = input.shape
     if not shape:
         raise IndexError("chunk(): Dimension specified as 0 but tensor has no dimensions")
-    d = _dim(dim, len(shape), "chunk")
+    d = normalize_dim(dim, len(shape), "chunk")
     n = shape[d]
     if n == 0:  # PyTorch gives `chunks` empty pieces here
         return Split.apply(input, (0,) * chunks, d)
@@ -826,10 +829,10 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
 
 def unbind(input: Tensor, dim: int = 0) -> tuple:
     """The slices input[..., i, ...] along `dim` (views), as a tuple."""
-    n = input.data.ndim
+    n = input._data.ndim
     if n == 0:
         raise IndexError("unbind(): Dimension specified as 0 but tensor has no dimensions")
-    return Unbind.apply(input, _dim(dim, n, "unbind"))
+    return Unbind.apply(input, normalize_dim(dim, n, "unbind"))
 
 
 def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:
@@ -837,7 +840,7 @@ def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:
     shape = input.shape
     if not shape:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
-    d = _dim(dim, len(shape), "narrow")
+    d = normalize_dim(dim, len(shape), "narrow")
     n = shape[d]
     start, length = start.__index__(), length.__index__()
     if not -n <= start <= n:
@@ -853,19 +856,15 @@ def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:
 
 def contiguous(self: Tensor, memory_format=None) -> Tensor:
     """self when its array is C-contiguous, else a C-contiguous copy (gradient flows through unchanged)."""
-    return self if self.data.flags.c_contiguous else clone(self)
+    return self if self._data.flags.c_contiguous else clone(self)
 
 
-# ---------------------------------------------------------------------- Tensor methods
-def _bind() -> None:
-    T = Tensor
-    for name in ("reshape", "view", "view_as", "reshape_as", "flatten", "ravel", "unflatten", "squeeze", "unsqueeze",
-                 "permute", "transpose", "swapaxes", "swapdims", "t", "movedim", "moveaxis", "expand", "expand_as",
-                 "broadcast_to", "repeat", "tile", "flip", "fliplr", "flipud", "roll", "tril", "triu", "split",
-                 "chunk", "unbind", "narrow", "contiguous"):
-        setattr(T, name, globals()[name])
-    T.T = property(_T)
-    T.mT = property(_mT)
-
-
-_bind()
+# ---------------------------------------------------------------------- the API this module adds (bound by ops/__init__.py)
+EXPORTS = Exports(
+    globals(),
+    functions=__all__,
+    methods=("reshape", "view", "view_as", "reshape_as", "flatten", "ravel", "unflatten", "squeeze", "unsqueeze",
+             "permute", "transpose", "swapaxes", "swapdims", "t", "movedim", "moveaxis", "expand", "expand_as",
+             "broadcast_to", "repeat", "tile", "flip", "fliplr", "flipud", "roll", "tril", "triu", "split", "chunk",
+             "unbind", "narrow", "contiguous"),
+    aliases={"T": property(_T), "mT": property(_mT)})

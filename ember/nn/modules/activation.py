@@ -7,7 +7,7 @@ import warnings
 from ..._tensor import Tensor
 from ...ops import nn_activation as F
 from ..._creation import empty
-from ...ops.nn_attention import _multi_head_attention
+from ...ops.nn_attention import multi_head_attention
 from .. import init
 from ..parameter import Parameter
 from .linear import Linear
@@ -275,7 +275,7 @@ class MultiheadAttention(Module):
     def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None = None,
                 need_weights: bool = True, attn_mask: Tensor | None = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> tuple:
-        return _multi_head_attention(
+        return multi_head_attention(
             query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias, self.bias_k,
             self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight, self.out_proj.bias,
             training=self.training, key_padding_mask=key_padding_mask, need_weights=need_weights,

@@ -8,7 +8,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from ..._tensor import Tensor
 from ..parameter import Parameter
 from . import _fusion
-from .module import Module, _addindent, _type_name
+from .module import Module, addindent, qualified_type_name
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Residual"]
 
@@ -156,7 +156,7 @@ class ModuleList(_NumberedModules):
 
     def insert(self, index: int, module: Module) -> None:
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"{_type_name(module)} is not a Module subclass")
+            raise TypeError(f"{qualified_type_name(module)} is not a Module subclass")
         items = list(self._modules.values())
         items.insert(index, module)
         self._renumber(items)
@@ -181,7 +181,7 @@ class ModuleList(_NumberedModules):
             end = start
             while end + 1 < len(items) and items[end + 1][1] == items[start][1]:
                 end += 1
-            r = _addindent(items[start][1], 2)
+            r = addindent(items[start][1], 2)
             if end == start:
                 lines.append(f"({items[start][0]}): {r}")
             else:
@@ -367,7 +367,7 @@ class Residual(Module):
     def __init__(self, fn: Module) -> None:
         super().__init__()
         if not isinstance(fn, Module):
-            raise TypeError(f"Residual(fn): fn must be an ember.nn.Module, got {_type_name(fn)}")
+            raise TypeError(f"Residual(fn): fn must be an ember.nn.Module, got {qualified_type_name(fn)}")
         self.fn = fn
 
     def forward(self, x: Tensor) -> Tensor:

@@ -13,7 +13,7 @@ from .module import Module
 __all__ = ["Identity", "Linear", "Bilinear"]
 
 
-def _register_weight_and_bias(m: Module, weight_shape: tuple, bias_size: int | None, dtype, device) -> None:
+def register_weight_and_bias(m: Module, weight_shape: tuple, bias_size: int | None, dtype, device) -> None:
     """Register the uninitialised parameters m.weight of weight_shape and m.bias of bias_size (None: no bias)."""
     m.weight = Parameter(empty(weight_shape, dtype=dtype, device=device))
     if bias_size is not None:
@@ -41,7 +41,7 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        _register_weight_and_bias(self, (out_features, in_features), out_features if bias else None, dtype, device)
+        register_weight_and_bias(self, (out_features, in_features), out_features if bias else None, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -73,7 +73,7 @@ class Bilinear(Module):
         self.in1_features = in1_features
         self.in2_features = in2_features
         self.out_features = out_features
-        _register_weight_and_bias(self, (out_features, in1_features, in2_features), out_features if bias else None,
+        register_weight_and_bias(self, (out_features, in1_features, in2_features), out_features if bias else None,
                                   dtype, device)
         self.reset_parameters()
 

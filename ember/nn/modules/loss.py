@@ -17,7 +17,7 @@ class _Loss(Module):
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean") -> None:
         super().__init__()
         # the legacy flags override `reduction` (with a deprecation warning); a bad reduction fails here already
-        self.reduction = F._reduction(reduction, size_average, reduce, type(self).__name__, self._extra_reductions)
+        self.reduction = F.reduction_arg(reduction, size_average, reduce, type(self).__name__, self._extra_reductions)
 
 
 class _WeightedLoss(_Loss):

@@ -26,7 +26,7 @@ __all__ = ["Module"]
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
-def _addindent(s: str, n: int) -> str:
+def addindent(s: str, n: int) -> str:
     """Indent every line of `s` but the first by n spaces (nesting in the printed tree)."""
     lines = s.split("\n")
     if len(lines) == 1:
@@ -115,7 +115,7 @@ class Module:
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
-                raise TypeError(f"cannot assign '{_type_name(value)}' as parameter '{name}' "
+                raise TypeError(f"cannot assign '{qualified_type_name(value)}' as parameter '{name}' "
                                 f"(ember.nn.Parameter or None expected)")
             self.register_parameter(name, value)
         elif isinstance(value, Module):
@@ -125,12 +125,12 @@ class Module:
             d["_modules"][name] = value
         elif params is not None and name in d["_modules"]:
             if value is not None:
-                raise TypeError(f"cannot assign '{_type_name(value)}' as child module '{name}' "
+                raise TypeError(f"cannot assign '{qualified_type_name(value)}' as child module '{name}' "
                                 f"(ember.nn.Module or None expected)")
             d["_modules"][name] = None
         elif params is not None and name in d["_buffers"]:
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign '{_type_name(value)}' as buffer '{name}' (ember.Tensor or None expected)")
+                raise TypeError(f"cannot assign '{qualified_type_name(value)}' as buffer '{name}' (ember.Tensor or None expected)")
             d["_buffers"][name] = value
         else:
             object.__setattr__(self, name, value)
@@ -182,7 +182,7 @@ class Module:
         if hasattr(self, name) and name not in self._parameters:
             raise KeyError(f"attribute '{name}' already exists")
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{_type_name(param)}' object to parameter '{name}' "
+            raise TypeError(f"cannot assign '{qualified_type_name(param)}' object to parameter '{name}' "
                             f"(ember.nn.Parameter or None required)")
         if param is not None and param.grad_fn is not None:
             raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be created "
@@ -197,7 +197,7 @@ class Module:
         if hasattr(self, name) and name not in self._buffers:
             raise KeyError(f"attribute '{name}' already exists")
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{_type_name(tensor)}' object to buffer '{name}' (ember.Tensor or None required)")
+            raise TypeError(f"cannot assign '{qualified_type_name(tensor)}' object to buffer '{name}' (ember.Tensor or None required)")
         self._buffers[name] = tensor
         if persistent:
             self._non_persistent_buffers_set.discard(name)
@@ -207,7 +207,7 @@ class Module:
     def add_module(self, name: str, module: "Module | None") -> None:
         """Add a sub-module under `name` (same as attribute assignment, for names that are not identifiers)."""
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"{_type_name(module)} is not a Module subclass")
+            raise TypeError(f"{qualified_type_name(module)} is not a Module subclass")
         self._check_name(name, "module")
         if hasattr(self, name) and name not in self._modules:
             raise KeyError(f"attribute '{name}' already exists")
@@ -327,7 +327,7 @@ class Module:
                 g = p.grad
                 if g.grad_fn is not None:
                     g = p.grad = g.detach()
-                g.data[...] = 0
+                g._data[...] = 0
 
     def apply(self, fn: Callable[["Module"], None]) -> "Module":
         """Call `fn` on every sub-module (children first) and then on self, e.g. for custom init."""
@@ -337,15 +337,15 @@ class Module:
         return self
 
     def _apply(self, fn: Callable[[Tensor], Tensor]) -> "Module":
-        """Replace the array of every parameter and buffer by `fn(tensor).data`, keeping the
+        """Replace the array of every parameter and buffer by `fn(tensor)._data`, keeping the
         Parameter objects (optimizers built earlier keep working, as in PyTorch)."""
         for m in self.modules():
             for key, p in m._parameters.items():
                 if p is None:
                     continue
                 new = fn(p)
-                if new.data is not p.data:
-                    p.data = new.data
+                if new._data is not p._data:
+                    p._data = new._data
                     if p.grad is not None:
                         p.grad = fn(p.grad)
             for key, b in m._buffers.items():
@@ -370,14 +370,14 @@ class Module:
             elif isinstance(a, (str, Device)):
                 device = a
             elif a is not None:
-                raise TypeError(f"to() received an invalid combination of arguments: {_type_name(a)}")
+                raise TypeError(f"to() received an invalid combination of arguments: {qualified_type_name(a)}")
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}")
 
         def convert(t: Tensor) -> Tensor:
             if device is not None:
                 t = t.to(device)
-            if dtype is not None and t.data.dtype.kind == "f":
+            if dtype is not None and t._data.dtype.kind == "f":
                 t = t.to(dtype)
             return t
         with no_grad():
@@ -424,31 +424,42 @@ class Module:
             m._save_to_state_dict(destination, mprefix + "." if mprefix else "", keep_vars)
         return destination
 
-    def _load_from_state_dict(self, state_dict: dict, prefix: str) -> None:
-        """Copy this module's own persistent entries (no recursion) from `state_dict`, in place,
-        so optimizers holding the parameters see the new values. `load_state_dict` has checked
-        keys and shapes already; subclasses may override to accept older layouts."""
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, assign: bool = False) -> None:
+        """Load this module's own persistent entries (no recursion) from `state_dict`: copied into the
+        existing tensors, in place, so optimizers holding the parameters see the new values; or, with
+        `assign`, the state dict's tensors take their places (a parameter stays a Parameter and keeps
+        its requires_grad, as in PyTorch). `load_state_dict` has checked keys and shapes already;
+        subclasses may override to accept older layouts."""
         for name, t in itertools.chain(self._parameters.items(), self._buffers.items()):
             key = prefix + name
             if t is None or key not in state_dict or name in self._non_persistent_buffers_set:
                 continue
             value = state_dict[key]
-            t.data[...] = value.data if isinstance(value, Tensor) else np.asarray(value)
+            if assign:
+                if name in self._parameters:
+                    self._parameters[name] = Parameter(value, requires_grad=t.requires_grad)
+                else:
+                    self._buffers[name] = value
+                continue
+            t._data[...] = value._data if isinstance(value, Tensor) else np.asarray(value)
             bump_version(t)
 
     def load_state_dict(self, state_dict: dict, strict: bool = True, assign: bool = False):
         """Copy parameters and buffers from `state_dict` (ember tensors, NumPy arrays or anything
-        array-like, e.g. a PyTorch state_dict) into this module, in place.
+        array-like, e.g. a PyTorch state_dict) into this module, in place, keeping this module's
+        dtypes and devices. With `assign=True` the state dict's ember Tensors replace the module's
+        instead (their dtype, device and storage are kept; parameters stay Parameters with the
+        module's requires_grad; an optimizer made before then still holds the old parameters).
 
         Returns `(missing_keys, unexpected_keys)`. With `strict=True` (default) any missing or
         unexpected key is an error; a shape mismatch is an error either way. Every check runs
-        before anything is copied, so a failed load leaves the module unchanged."""
+        before anything is loaded, so a failed load leaves the module unchanged."""
         if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
-            raise TypeError(f"Expected state_dict to be dict-like, got {_type_name(state_dict)}.")
+            raise TypeError(f"Expected state_dict to be dict-like, got {qualified_type_name(state_dict)}.")
         missing: list = []
         unexpected: list = []
         errors: list = []
-        self._check_state_dict(state_dict, missing, unexpected, errors)
+        self._check_state_dict(state_dict, missing, unexpected, errors, assign)
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in unexpected)))
@@ -459,10 +470,11 @@ class Module:
                 type(self).__name__, "\n\t".join(errors)))
         with no_grad():
             for prefix, m in self.named_modules():
-                m._load_from_state_dict(state_dict, prefix + "." if prefix else "")
+                m._load_from_state_dict(state_dict, prefix + "." if prefix else "", assign)
         return _IncompatibleKeys(missing, unexpected)
 
-    def _check_state_dict(self, state_dict: dict, missing: list, unexpected: list, errors: list) -> None:
+    def _check_state_dict(self, state_dict: dict, missing: list, unexpected: list, errors: list,
+                          assign: bool = False) -> None:
         own: dict[str, Tensor] = {}
         for prefix, m in self.named_modules(remove_duplicate=False):
             p = prefix + "." if prefix else ""
@@ -478,13 +490,18 @@ class Module:
                     missing.append(key)
                 continue
             value = state_dict[key]
+            if assign and not isinstance(value, Tensor):
+                errors.append(f'While copying the parameter named "{key}", expected ember.Tensor or Tensor-like object '
+                              f"from checkpoint but received {type(value)} (assign=True keeps the checkpoint's "
+                              f"tensors; load it with assign=False to copy other arrays)")
+                continue
             try:
                 shape = tuple(value.shape) if hasattr(value, "shape") else np.shape(value)
             except Exception:  # noqa: BLE001
                 errors.append(f'While copying the parameter named "{key}", expected an array-like value, got '
-                              f"{_type_name(value)}")
+                              f"{qualified_type_name(value)}")
                 continue
-            kind = value.data.dtype.kind if isinstance(value, Tensor) else np.asarray(value).dtype.kind
+            kind = value._data.dtype.kind if isinstance(value, Tensor) else np.asarray(value).dtype.kind
             if kind not in "biuf":
                 errors.append(f'While copying the parameter named "{key}", got a value of dtype '
                               f"{getattr(value, 'dtype', '?')}, which is not a number type")
@@ -538,7 +555,7 @@ class Module:
     @staticmethod
     def _add_hook(table: OrderedDict, hook: Callable, prepend: bool, kw_set: set | None) -> RemovableHandle:
         if not callable(hook):
-            raise TypeError(f"hook must be callable, got {_type_name(hook)}")
+            raise TypeError(f"hook must be callable, got {qualified_type_name(hook)}")
         h = _HookHandle(table, kw_set)
         table[h.id] = hook
         if prepend:
@@ -561,7 +578,7 @@ class Module:
         if extra:
             lines = extra.split("\n")
         for key, m in self._modules.items():
-            lines.append(f"({key}): " + _addindent(repr(m), 2))
+            lines.append(f"({key}): " + addindent(repr(m), 2))
         main = self._get_name() + "("
         if lines:
             if len(lines) == 1 and not self._modules:
@@ -695,7 +712,7 @@ def _not_a(mod: Module, name: str, kind: str, target: str) -> str:
     return f"{type(mod).__name__} has no attribute `{name}` (looking up '{target}')"
 
 
-def _type_name(v) -> str:
+def qualified_type_name(v) -> str:
     t = type(v)
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
 

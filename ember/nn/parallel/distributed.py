@@ -29,7 +29,8 @@ from typing import Any, Iterator
 
 from ... import backend
 from ... import distributed as dist
-from ..._tensor import Tensor, bump_version, make, writable
+from ..._tensor import Tensor, bump_version, make
+from ...backend import writable
 from ...autograd import engine
 from ...autograd.grad_mode import MODE, no_grad
 from ..modules.module import Module
@@ -48,9 +49,9 @@ class _Bucket:
         n = 0
         for p in params:
             self.offsets.append(n)
-            n += p.data.size
+            n += p._data.size
         self.numel = n
-        a = params[0].data
+        a = params[0]._data
         with backend.on(params[0].device):
             self.buf = backend.array_module(a).zeros(n + len(params), a.dtype)
         self.ready = [False] * len(params)
@@ -94,7 +95,7 @@ class DistributedDataParallel(Module):
         self.gradient_as_bucket_view = bool(gradient_as_bucket_view)
         self.bucket_bytes_cap = int(bucket_cap_mb * _MB)
         self.require_backward_grad_sync = True  # False inside no_sync() (PyTorch's attribute)
-        self._comm = dist._comm
+        self._comm = dist.group.comm
         self._world = self._comm.Get_size()
         self._check_same_model()
         self._sync_params_and_buffers()
@@ -129,8 +130,8 @@ class DistributedDataParallel(Module):
     def _make_buckets(self, params: list) -> list:
         buckets, cur, size = [], [], 0
         for p in reversed(params):  # backward produces the last layers' gradients first
-            nbytes = p.data.size * p.data.dtype.itemsize
-            if cur and (p.data.dtype != cur[0].data.dtype or p.device != cur[0].device
+            nbytes = p._data.size * p._data.dtype.itemsize
+            if cur and (p._data.dtype != cur[0]._data.dtype or p.device != cur[0].device
                         or size + nbytes > self.bucket_bytes_cap):
                 buckets.append(_Bucket(cur))
                 cur, size = [], 0
@@ -197,15 +198,15 @@ class DistributedDataParallel(Module):
         with backend.on(dev):
             for i, p in enumerate(bucket.params):
                 o = bucket.offsets[i]
-                view = buf[o:o + p.data.size]
+                view = buf[o:o + p._data.size]
                 g = p.grad
                 if g is not None and (bucket.ready[i] or id(p) in local):
-                    view[...] = backend.transfer(g.data, dev).reshape(-1)
+                    view[...] = backend.transfer(g._data, dev).reshape(-1)
                     buf[n + i] = 1
                 else:  # unused in this pass (see the module docstring): contribute zeros
                     view[...] = 0
                     buf[n + i] = 0
-        bucket.req = dist._start_all_reduce(buf)
+        bucket.req = dist.collectives.start_all_reduce(buf)
 
     def _finish(self) -> None:
         """End of backward: start what is left (in order), wait for everything, write the averages back."""
@@ -226,11 +227,11 @@ class DistributedDataParallel(Module):
                         if had[i] == 0:
                             continue  # no rank had a gradient for p: leave its .grad as it is
                         o = bucket.offsets[i]
-                        avg = buf[o:o + p.data.size].reshape(p.data.shape)
+                        avg = buf[o:o + p._data.size].reshape(p._data.shape)
                         g = p.grad
-                        if g is not None and not g.requires_grad and g.data.shape == avg.shape \
-                                and g.device == dev and writable(g.data):
-                            g.data[...] = avg
+                        if g is not None and not g.requires_grad and g._data.shape == avg.shape \
+                                and g.device == dev and writable(g._data):
+                            g._data[...] = avg
                             bump_version(g)
                         else:
                             with no_grad():
