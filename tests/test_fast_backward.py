@@ -26,11 +26,13 @@ from helpers import DEVICE, host, leaf
 import ember
 import ember.nn.functional as F
 from ember.autograd.function import Op
+from ember.ops.nn_activation import Dropout
 from ember.ops.nn_attention import Attention
 from ember.ops.nn_fused import ConvReluPool, conv2d_relu_max_pool2d
 from ember.ops.nn_loss import CrossEntropy
 from ember.ops.nn_norm import Normalize
 from ember.ops.nn_rnn import RNNLayer, rnn_layer
+from ember.ops.unary import Relu
 
 TOL = {np.float64: 1e-12, np.float32: 1e-5}
 
@@ -209,8 +211,30 @@ CONV_RELU_POOL = [
     ("params-only", _crp((2, 1, 8, 8), 4, 3, padding=1, x_grad=False)),
 ]
 
+def _relu(shape, zeros=False):
+    def build(inp):
+        x = inp(*shape)
+        if zeros:  # exact zeros: the mask's boundary (z <= 0 passes no gradient)
+            with ember.no_grad():
+                x[..., ::2] = 0.0
+        return ember.relu(x * 1.0) if zeros else ember.relu(x)
+    return build
+
+
+RELU = [("vector", _relu((7,))), ("matrix", _relu((4, 6))), ("one-element", _relu((1,))), ("zeros", _relu((3, 8), zeros=True))]
+
+
+def _dropout(shape, p):
+    def build(inp):
+        ember.manual_seed(zlib.crc32(repr((shape, p)).encode()))
+        return F.dropout(inp(*shape), p=p, training=True)
+    return build
+
+
+DROPOUT = [("p0.3", _dropout((4, 6), 0.3)), ("p0.5-3d", _dropout((2, 3, 5), 0.5)), ("p1", _dropout((3, 4), 1.0))]
+
 CASES = {Normalize: NORMALIZE, CrossEntropy: CROSS_ENTROPY, Attention: ATTENTION, RNNLayer: RNN,
-         ConvReluPool: CONV_RELU_POOL}
+         ConvReluPool: CONV_RELU_POOL, Relu: RELU, Dropout: DROPOUT}
 
 
 # ---------------------------------------------------------------------- tests

@@ -411,10 +411,14 @@ class Dropout(Op):
         return x * mask
 
     def backward(self, gz):
-        """dx = gz·mask (the mask a constant: differentiable in gz).
-        No raw-array fast_backward: it saved a constant ~0.6 µs per call (the mask's Tensor and the Mul op),
-        under 7% of this backward at (128, 512) float32 and about 1% of a ResMLP training step."""
+        """dx = gz·mask (the mask a constant: differentiable in gz)."""
         return gz * make(self.mask), None
+
+    def fast_backward(self, gz):
+        """`backward` on the arrays: it skips the mask's Tensor and the Mul op, ~0.6 µs per call: 21% of
+        this backward at ResMLP's (128, 50), 7% at (128, 512)."""
+        r = gz._data * self.mask
+        return make(np.asarray(r) if r.__class__ is not np.ndarray and isinstance(r, np.generic) else r), None
 
 
 def check_dropout_p(p, op: str) -> float:

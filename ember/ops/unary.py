@@ -253,10 +253,14 @@ class Relu(Op):
         return np.maximum(x, 0)
 
     def backward(self, gz):
-        """dx = gz·[z > 0]: one ReluGrad op, itself differentiable in gz (double backward).
-        No raw-array fast_backward: it saved a constant ~0.8 µs per call (the output Tensor and the op
-        dispatch), under 5% of this backward at (128, 512) float32 and about 1% of a W1 training step."""
+        """dx = gz·[z > 0]: one ReluGrad op, itself differentiable in gz (double backward)."""
         return ReluGrad.apply(gz, self.output())
+
+    def fast_backward(self, gz):
+        """`backward` on the arrays: it skips a Tensor and an op application, ~0.8 µs per call: 11% of this
+        backward at ResMLP's (128, 100), 4.5% at (128, 512); with Dropout's, 4% of a W2 step."""
+        r = gz._data * relu_mask(self.out)
+        return make(np.asarray(r) if r.__class__ is not np.ndarray and isinstance(r, np.generic) else r)
 
 
 def relu_mask(z):
