@@ -5,6 +5,10 @@ graph is recorded, the op is computed out of place and its result written back i
 tensor's array; the tensor then takes the result's place in the graph (its grad_fn
 becomes the new node) and its version counter is bumped, so a backward that still needs
 the old values raises instead of silently using the new ones.
+
+Views live here too: `as_view` gives a view its base's version counter, and `VIEWS`, the
+registry of views in the graph, lets an in-place change of a base give its live views a new
+history (`_rebuild_views`).
 """
 from __future__ import annotations
 
