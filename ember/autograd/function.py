@@ -237,6 +237,10 @@ class Op(Node):
             self.versions = tuple([version(a) for a in inputs if a.__class__ in TENSOR_TYPES])
         else:
             self.inputs = self.versions = None
+        if out.__class__ is tuple:  # several outputs: one node, output i's edge is Slot(node, i)
+            self.n_out = len(out)
+            self.out = self.out_version = None  # (saves_output and reduces_grads are single-output only)
+            return tuple([make(o, True, Slot(self, i)) for i, o in enumerate(out)])
         result = make(out, True, self)
         if self.saves_output:
             self.out = out
@@ -269,19 +273,24 @@ def dispatch(node: Node, inputs: tuple, arrays, attrs: dict | None = None) -> Te
     An application is (op, inputs, attributes) -> output: `node` is a fresh instance of the op's
     class, `inputs` the op's arguments as its caller received them (Tensors and constants), `arrays`
     the values its `forward` takes (each Tensor's array, promoted or checked as the caller needed;
-    constants as they are) and `attrs` keyword attributes for `forward`. What happens to the
+    constants as they are) and `attrs` keyword attributes for `forward`. `forward` returns an array, or
+    a tuple (or list) of arrays for an op with several outputs (then the result is a tuple of Tensors, output i's
+    edge `Slot(node, i)`). What happens to the
     application is decided here and nowhere else: today it runs now and, when grad mode is on and
     an input requires grad, is recorded for backward (`record`). This is the seam that a capturing
     mode (compile, lazy evaluation) intercepts.
     """
     out = node.forward(*arrays, **attrs) if attrs else node.forward(*arrays)
-    if out.__class__ is not _ndarray and isinstance(out, _generic):
-        out = np.asarray(out)  # NumPy returns scalars from 0-d reductions: results are always arrays
+    if out.__class__ is not _ndarray:
+        if out.__class__ is tuple or out.__class__ is list:  # several outputs (split, an RNN layer)
+            out = tuple([np.asarray(o) if isinstance(o, _generic) else o for o in out])
+        elif isinstance(out, _generic):
+            out = np.asarray(out)  # NumPy returns scalars from 0-d reductions: results are always arrays
     if MODE.grad:
         for a in inputs:
             if a.__class__ in TENSOR_TYPES and a._requires_grad:
                 return record(node, inputs, out)
-    return make(out)
+    return make(out) if out.__class__ is not tuple else tuple([make(o) for o in out])
 
 
 def record(node: Node, inputs: tuple, out):

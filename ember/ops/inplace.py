@@ -23,7 +23,6 @@ from ..backend import on_device_of, writable
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE
 from . import arithmetic as A
-from . import unary as U
 from .registry import Exports
 
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend
-from .._tensor import Slot, Tensor, make, version
+from .._tensor import Tensor, make
 from ..backend import on_device_of
-from ..autograd.function import Op
+from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE, enable_grad
 
 _new = object.__new__
@@ -348,17 +348,5 @@ def rnn_layer(mode: str, x: Tensor, batch_sizes: np.ndarray, reverse: bool, h0: 
     mean zeros. mode is 'RNN_TANH', 'RNN_RELU', 'LSTM' or 'GRU'. One graph node for all outputs."""
     tensors = (x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr)
     backend.check_same_device(f"rnn_layer ({mode})", [t._data for t in tensors if t is not None])
-    node = _new(RNNLayer)
-    outs = node.forward(*[None if t is None else t._data for t in tensors], mode, batch_sizes, reverse)
-    if not (MODE.grad and any(t is not None and t._requires_grad for t in tensors)):
-        return tuple(make(o) for o in outs)
-    node.n_out = len(outs)
-    node.next = tuple(None if t is None else (t._edge if t._edge is not None else (t if t._requires_grad else None))
-                      for t in tensors) + (None, None, None)
-    node.inputs = tensors + (mode, batch_sizes, reverse)
-    node.versions = tuple(version(t) for t in tensors if t is not None)
-    node.out = node.out_version = None
-    if MODE.anomaly:
-        from ..autograd.anomaly import creation_trace
-        node.trace = creation_trace()
-    return tuple(make(o, True, Slot(node, i)) for i, o in enumerate(outs))
+    consts = (mode, batch_sizes, reverse)
+    return dispatch(_new(RNNLayer), tensors + consts, tuple([None if t is None else t._data for t in tensors]) + consts)

@@ -18,7 +18,6 @@ from .. import _dtype as dt
 from ..backend import array_module, on_device_of
 from .._tensor import Tensor, normalize_dim, make
 from ..autograd.function import Op, dispatch
-from ..autograd.grad_mode import MODE
 from .arithmetic import broadcast_to, maximum, minimum, sum_array, where
 from .registry import Exports
 

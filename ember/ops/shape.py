@@ -18,10 +18,9 @@ import numpy as np
 
 from .. import _dtype as dt
 from .. import backend
-from .._tensor import Slot, Tensor, normalize_dim, make
+from .._tensor import Tensor, make, normalize_dim
 from ..backend import on_device_of
-from ..autograd.function import Op
-from ..autograd.grad_mode import MODE
+from ..autograd.function import Op, dispatch
 from .arithmetic import BroadcastTo, sum_to
 from .convert import clone
 from .unary import to_dtype
@@ -268,26 +267,16 @@ class MultiOutputOp(Op):
     """An op of one Tensor `x` whose outputs are views of x, recorded as one node with `n_out` outputs.
 
     forward returns a tuple of arrays; backward receives a list with one gradient (or None,
-    for an output that received none) per output and returns x's gradient. `Op.apply`
-    records single-output nodes only, so `apply` here records the node itself: each output's
-    edge is `Slot(node, i)`, which the engine uses to gather the per-output gradients."""
+    for an output that received none) per output and returns x's gradient. `dispatch` gives
+    each output the edge `Slot(node, i)`, which the engine uses to gather the per-output
+    gradients; `apply` marks the outputs as views of x."""
 
     saves_inputs = False
 
     @classmethod
     def apply(cls, x: Tensor, *args) -> tuple:
-        node = _new(cls)
-        outs = node.forward(x._data, *args)
-        if not (x._requires_grad and MODE.grad):
-            return tuple([as_view(make(o), x) for o in outs])
-        node.n_out = len(outs)
-        e = x._edge
-        node.next = (e if e is not None else x,)
-        node.inputs = node.versions = node.out = node.out_version = None
-        if MODE.anomaly:
-            from ..autograd.anomaly import creation_trace
-            node.trace = creation_trace()
-        return tuple([as_view(make(o, True, Slot(node, i)), x) for i, o in enumerate(outs)])
+        # the node's one edge is x's (the other arguments are constants): outputs are views of x
+        return tuple([as_view(t, x) for t in dispatch(_new(cls), (x,), (x._data,) + args)])
 
 
 class Split(MultiOutputOp):
