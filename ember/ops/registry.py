@@ -34,5 +34,6 @@ class Exports:
         self.functions: dict[str, Callable] = resolve(functions, "functions")
         self.methods: dict[str, Any] = resolve(methods, "methods")
         self.methods.update(aliases or {})
-        self.in_place: dict[str, tuple[Callable, type]] = {
-            n: (fn, cls) for (n, fn), cls in zip(resolve(in_place or {}, "in-place ops").items(), (in_place or {}).values())}
+        in_place = dict(in_place or {})
+        fns = resolve(in_place, "in-place ops")
+        self.in_place: dict[str, tuple[Callable, type]] = {n: (fns[n], cls) for n, cls in in_place.items()}
