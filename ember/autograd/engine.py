@@ -115,21 +115,10 @@ def _check_roots(outputs: list) -> None:
 LEAF = -1  # the output index of an edge into a leaf tensor (which has no node)
 
 
-def _endpoint(e):
-    """An edge of `Node.next` as (target, output index): (node, k) for output k of a node, (tensor, LEAF)
-    for a leaf, None for no edge. The one place where the three kinds of edge are told apart."""
-    if e is None:
-        return None
-    cls = e.__class__
-    if cls is Slot:
-        return (e.node, e.nr)
-    if cls in TENSOR_TYPES:
-        return (e, LEAF)
-    return (e, 0)  # a single-output node is its own edge
-
-
 def _endpoints(edges: tuple) -> tuple:
-    """`_endpoint` of each edge of a node (a loop here rather than a call per edge: this is per node)."""
+    """Each edge of `Node.next` as (target, output index): (node, k) for output k of a node, (tensor, LEAF)
+    for a leaf, None for no edge. The one place where the three kinds of edge are told apart (one call
+    per node, not per edge: the walk over the graph calls it for every node)."""
     out = []
     for e in edges:
         if e is None:
@@ -139,8 +128,13 @@ def _endpoints(edges: tuple) -> tuple:
         elif e.__class__ in TENSOR_TYPES:
             out.append((e, LEAF))
         else:
-            out.append((e, 0))
+            out.append((e, 0))  # a single-output node is its own edge
     return tuple(out)
+
+
+def _endpoint(e):
+    """`_endpoints` of one edge (a root's or a requested input's)."""
+    return _endpoints((e,))[0]
 
 
 class _Callbacks(threading.local):
@@ -256,6 +250,7 @@ class _Gradients:
         self.waiting: dict = {}
 
     def add(self, node, nr: int, g) -> None:
+        """Sum g (None: nothing) into what waits for output nr of node."""
         if g is None:
             return
         w = self.waiting
@@ -270,13 +265,7 @@ class _Gradients:
 
     def deliver(self, node, nr: int, g, deps: dict) -> bool:
         """Add g for output nr of node and count the edge as delivered; True when node is ready to run."""
-        if g is not None:
-            if nr == 0 and node.n_out == 1:  # `add`, inline for the common case
-                w = self.waiting
-                old = w.get(node)
-                w[node] = g if old is None else old + g
-            else:
-                self.add(node, nr, g)
+        self.add(node, nr, g)
         c = deps[node] - 1
         deps[node] = c
         return c == 0

@@ -415,7 +415,7 @@ class Dropout(Op):
         return gz * make(self.mask), None
 
     def fast_backward(self, gz):
-        """`backward` on the arrays: it skips the mask's Tensor and the Mul op, ~0.6 µs per call: 21% of
+        """`backward` on the arrays: it skips the mask's Tensor and the Mul op, ~0.6 µs per call: 23% of
         this backward at ResMLP's (128, 50), 7% at (128, 512)."""
         r = gz._data * self.mask
         return make(np.asarray(r) if r.__class__ is not np.ndarray and isinstance(r, np.generic) else r), None
