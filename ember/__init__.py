@@ -20,6 +20,8 @@ globals().update(_ops.FUNCTIONS)  # every op family's declared functions (ember/
 from . import cuda, distributed, viz
 from .serialization import save, load
 from . import nn, optim, utils  # noqa: E402  (after the ops: nn, optim and utils.data build on them)
+from . import compiler, _dynamo  # noqa: E402  (after nn: compiled modules are Modules)
+from .compiler import compile  # noqa: E402,A004  (ember.compile, as torch.compile)
 
 # NumPy's floating-point warnings (log(0), x/0, overflow) are PyTorch's silent inf/NaN:
 # silence them for ember's own calls only, leaving the user's NumPy code untouched.

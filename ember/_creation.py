@@ -8,6 +8,8 @@ import numpy as np
 from . import _dtype as dt
 from . import backend
 from ._tensor import Tensor, shape_arg, to_array, make
+from . import _capture
+from ._capture import opaque, traced
 
 
 def _place(arr, device):
@@ -40,6 +42,7 @@ def _fdtype(dtype):
 
 
 # ---------------------------------------------------------------------- from data
+@traced
 def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of `data`; dtype inferred as PyTorch does (Python floats: float32)."""
     if isinstance(data, Tensor):
@@ -52,6 +55,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     return _finish(arr, requires_grad, "tensor")
 
 
+@traced
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Like `tensor`, but shares memory with `data` when it already is an array of the right dtype."""
     if isinstance(data, Tensor) and (dtype is None or data._data.dtype == dt.np_dtype(dtype)) and device is None:
@@ -62,6 +66,7 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     return make(arr)
 
 
+@traced
 def from_numpy(ndarray: np.ndarray) -> Tensor:
     """A tensor sharing memory with `ndarray`."""
     if not isinstance(ndarray, np.ndarray):
@@ -73,21 +78,25 @@ def from_numpy(ndarray: np.ndarray) -> Tensor:
 
 
 # ---------------------------------------------------------------------- filled
+@traced
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     shape, d = shape_arg(size, "zeros"), _fdtype(dtype)
     return _finish(_alloc(device, lambda xp: xp.zeros(shape, d)), requires_grad, "zeros")
 
 
+@traced
 def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     shape, d = shape_arg(size, "ones"), _fdtype(dtype)
     return _finish(_alloc(device, lambda xp: xp.ones(shape, d)), requires_grad, "ones")
 
 
+@traced
 def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     shape, d = shape_arg(size, "empty"), _fdtype(dtype)
     return _finish(_alloc(device, lambda xp: xp.empty(shape, d)), requires_grad, "empty")
 
 
+@traced
 def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of `size` filled with `fill_value` (dtype inferred from the value: bool, int64 or float32)."""
     if dtype is None:
@@ -100,12 +109,14 @@ def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False)
     return _finish(_alloc(device, lambda xp: xp.full(shape, fill_value, d)), requires_grad, "full")
 
 
+@traced
 def eye(n: int, m: int | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     if n < 0 or (m is not None and m < 0):
         raise RuntimeError(f"eye(): n and m must be non-negative, got n={n}, m={m}")
     return _finish(_alloc(device, lambda xp: xp.eye(n, m, dtype=_fdtype(dtype))), requires_grad, "eye")
 
 
+@traced
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Values from start (inclusive) to end (exclusive) by step; int64 when all are ints, else float32."""
     if end is None:
@@ -130,6 +141,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool
     return _finish(_place(arr, device), requires_grad, "arange")
 
 
+@traced
 def linspace(start, end, steps: int, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     if steps < 0:
         raise RuntimeError(f"linspace(): number of steps must be non-negative, got {steps}")
@@ -137,6 +149,7 @@ def linspace(start, end, steps: int, dtype=None, device=None, requires_grad: boo
     return _finish(_place(arr, device), requires_grad, "linspace")
 
 
+@traced
 def logspace(start, end, steps: int, base: float = 10.0, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     arr = np.logspace(float(start), float(end), steps, base=base).astype(_fdtype(dtype))
     return _finish(_place(arr, device), requires_grad, "logspace")
@@ -149,18 +162,22 @@ def _like(fn, input: Tensor, dtype, device, requires_grad, *args):
                    requires_grad, fn.__name__)
 
 
+@traced
 def zeros_like(input: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     return _like(lambda xp, s, d: xp.zeros(s, d), input, dtype, device, requires_grad)
 
 
+@traced
 def ones_like(input: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     return _like(lambda xp, s, d: xp.ones(s, d), input, dtype, device, requires_grad)
 
 
+@traced
 def empty_like(input: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     return _like(lambda xp, s, d: xp.empty(s, d), input, dtype, device, requires_grad)
 
 
+@traced
 def full_like(input: Tensor, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     return _like(lambda xp, s, d: xp.full(s, fill_value, d), input, dtype, device, requires_grad)
 
@@ -316,6 +333,7 @@ def seed_cuda(seed: int) -> None:
         g.manual_seed(seed)
 
 
+@opaque
 def manual_seed(seed: int) -> Generator:
     """Seed the global generator and every CUDA device's: random factories and ops become reproducible."""
     seed_cuda(seed)
@@ -325,6 +343,8 @@ def manual_seed(seed: int) -> Generator:
 def generator_for(device: backend.device, generator: "Generator | None" = None, op: str = "random") -> Generator:
     """The generator to draw with on `device`: `generator` (checked to be on that device type) or
     the device's default generator."""
+    if _capture.ACTIVE is not None:
+        _capture.refuse(f"{op}: a random draw outside a captured op")
     if generator is not None:
         if generator.device.type != device.type:
             raise RuntimeError(f"{op}(): expected a '{device.type}' device type for generator but found "
@@ -335,6 +355,7 @@ def generator_for(device: backend.device, generator: "Generator | None" = None, 
     return cuda_generators()[device.index]
 
 
+@opaque
 def seed() -> int:
     return default_generator.seed()
 
@@ -348,6 +369,7 @@ def get_rng_state() -> Tensor:
     return default_generator.get_state()
 
 
+@opaque
 def set_rng_state(new_state: Tensor) -> None:
     """Restore the default generator to a state from `get_rng_state()`: the draws that follow repeat."""
     default_generator.set_state(new_state)
@@ -370,6 +392,7 @@ def _float_only(d: np.dtype, op: str) -> None:
                                   f"use randint() for integers")
 
 
+@traced
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Uniform samples on [0, 1)."""
     d = _fdtype(dtype)
@@ -378,6 +401,7 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = F
     return _finish(arr, requires_grad, "rand")
 
 
+@traced
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Standard normal samples."""
     d = _fdtype(dtype)
@@ -386,6 +410,7 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = 
     return _finish(arr, requires_grad, "randn")
 
 
+@traced
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Integers uniform on [low, high); `randint(high, size)` uses low = 0."""
     if size is None:
@@ -401,6 +426,7 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     return _finish(arr, requires_grad, "randint")
 
 
+@traced
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A random permutation of 0..n-1."""
     if n < 0:
@@ -413,22 +439,26 @@ def _like_device(input: Tensor, device):
     return device if device is not None else (None if input.device.type == "cpu" else input.device)
 
 
+@traced
 def rand_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     return rand(*input.shape, generator=generator, dtype=dtype or input.dtype, device=_like_device(input, device),
                 requires_grad=requires_grad)
 
 
+@traced
 def randn_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     return randn(*input.shape, generator=generator, dtype=dtype or input.dtype, device=_like_device(input, device),
                  requires_grad=requires_grad)
 
 
+@traced
 def randint_like(input: Tensor, low, high=None, *, dtype=None, device=None) -> Tensor:
     if high is None:
         low, high = 0, low
     return randint(low, high, input.shape, dtype=dtype or input.dtype, device=_like_device(input, device))
 
 
+@traced
 def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
     """0/1 samples with probabilities `input` (or the scalar p), on input's device."""
     xp = backend.array_module(input._data)
@@ -442,6 +472,7 @@ def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
         return make((r < probs).astype(input._data.dtype))
 
 
+@traced
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:
     """Sample category indices from the rows of a (batch of) non-negative weight vector(s).
     Sampled on the host with the CPU generator (a CUDA input's result is moved back to its device)."""
@@ -463,6 +494,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
     return make(backend.transfer(res, input.device))
 
 
+@traced
 def normal(mean=0.0, std=1.0, size=None, *, generator=None) -> Tensor:
     """Normal samples with the given mean and std (numbers or tensors, broadcast), on their device."""
     m = mean._data if isinstance(mean, Tensor) else mean

@@ -11,11 +11,13 @@ from operator import attrgetter
 
 import numpy as np
 
+from . import _capture
 from . import _dtype as dt
 from . import backend
 
 _new = object.__new__
 _ndarray = np.ndarray
+_on_make = None  # under ember.compile's capture: told of every tensor made (set_make_hook)
 
 
 class Size(tuple):
@@ -142,6 +144,8 @@ class Tensor:
         """The backing NumPy array (shared memory, as in PyTorch)."""
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        if _capture.ACTIVE is not None:
+            _capture.read(self, "numpy()")
         if type(self._data) is not _ndarray:
             if not force:
                 raise TypeError(f"can't convert {self.device} tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.")
@@ -163,15 +167,21 @@ class Tensor:
         """The value of a one-element tensor as a Python number."""
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+        if _capture.ACTIVE is not None:
+            _capture.read(self, "item()")
         return self._data.item()
 
     def tolist(self):
+        if _capture.ACTIVE is not None:
+            _capture.read(self, "tolist()")
         return self._data.tolist()
 
     def __bool__(self) -> bool:
         if self._data.size != 1:
             raise RuntimeError(f"Boolean value of Tensor with {'no' if self._data.size == 0 else 'more than one'} value "
                                f"is ambiguous (shape {list(self._data.shape)})")
+        if _capture.ACTIVE is not None:
+            _capture.read(self, "bool()")
         return bool(self._data)
 
     # float()/int()/complex() raise ValueError (as PyTorch does) where .item() raises RuntimeError
@@ -188,11 +198,15 @@ class Tensor:
         if self._data.size != 1:
             raise ValueError(f"only one element tensors can be converted to Python scalars: {op}() got a tensor of "
                              f"shape {list(self._data.shape)} ({self._data.size} elements)")
+        if _capture.ACTIVE is not None:
+            _capture.read(self, f"{op}()")
         return self._data.item()
 
     def __index__(self) -> int:
         if self._data.dtype.kind not in "iub" or self._data.size != 1:
             raise TypeError(f"only integer tensors of a single element can be converted to an index, got {self.dtype} of shape {tuple(self.shape)}")
+        if _capture.ACTIVE is not None:
+            _capture.read(self, "an index (__index__)")
         return int(self._data.item())
 
     __hash__ = object.__hash__  # == is elementwise, so hash by identity as PyTorch does
@@ -244,6 +258,8 @@ class Tensor:
         """A new leaf sharing this tensor's data (and version counter), outside the graph."""
         t = make(self._data)
         t._base = self._base if self._base is not None else self  # shares storage, so the version counter
+        if _capture.ACTIVE is not None and _capture.ACTIVE.depth == 0:
+            _capture.ACTIVE.detach(self, t)
         return t
 
     def detach_(self) -> "Tensor":
@@ -258,6 +274,8 @@ class Tensor:
         e = self._edge
         if e is None:
             return  # leaves always keep their grad
+        if _capture.ACTIVE is not None:
+            _capture.refuse("retain_grad()")
         node, nr = (e.node, e.nr) if type(e) is Slot else (e, 0)
         if node._retain is None:
             node._retain = {}
@@ -268,6 +286,8 @@ class Tensor:
         """Call `hook(grad)` when this tensor's gradient is computed; a non-None return replaces the gradient."""
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if _capture.ACTIVE is not None:
+            _capture.refuse("Tensor.register_hook (the hook is Python code)")
         e = self._edge
         if e is None:
             if self._hooks is None:
@@ -301,6 +321,8 @@ class Tensor:
     # ------------------------------------------------------------------ repr
     def __repr__(self) -> str:
         from ._format import format_tensor
+        if _capture.ACTIVE is not None:
+            _capture.read(self, "printing (repr)")
         return format_tensor(self)
 
     def __format__(self, spec: str) -> str:
@@ -441,6 +463,8 @@ def bump_version(t: Tensor) -> None:
     """Record an in-place change of t's storage."""
     b = t._base
     (b if b is not None else t)._vc += 1
+    if _capture.ACTIVE is not None:
+        _capture.refuse("an in-place write outside a captured op")
 
 
 def make(data, requires_grad: bool = False, edge=None, cls: type = Tensor) -> Tensor:
@@ -455,7 +479,15 @@ def make(data, requires_grad: bool = False, edge=None, cls: type = Tensor) -> Te
     t._base = None
     t.name = None
     t._hooks = None
+    if _on_make is not None:
+        _on_make(t)
     return t
+
+
+def set_make_hook(hook) -> None:
+    """Have `hook(t)` called for every tensor made (None: stop). Used by ember.compile's capture."""
+    global _on_make
+    _on_make = hook
 
 
 def _rebuild(data, requires_grad, name):

@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 
+from .. import _capture
 from .._tensor import TENSOR_TYPES, Slot, Tensor, bump_version, make
 from .function import FREED, Node, free_buffers
 from ..backend import array_module, on_device_of, writable
@@ -63,6 +64,10 @@ def _root_grads(outputs: list, grads, create_graph: bool, op: str) -> list:
 
 def backward(tensors, grad_tensors=None, retain_graph: bool | None = None, create_graph: bool = False, inputs=None) -> None:
     """Accumulate gradients of `tensors` into the `.grad` of the leaves (or of `inputs`)."""
+    if _capture.ACTIVE is not None and _capture.ACTIVE.depth == 0:
+        return _capture.ACTIVE.backward(backward, _as_list(tensors, "tensors"),
+                                        None if grad_tensors is None else _as_list(grad_tensors, "grad_tensors"),
+                                        retain_graph, create_graph, inputs)
     tensors = _as_list(tensors, "tensors")
     if retain_graph is None:
         retain_graph = create_graph
@@ -78,6 +83,8 @@ def backward(tensors, grad_tensors=None, retain_graph: bool | None = None, creat
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, create_graph: bool = False,
          allow_unused: bool | None = None, materialize_grads: bool = False) -> tuple:
     """Return d(outputs)/d(inputs) (vector-Jacobian products with `grad_outputs`) without touching `.grad`."""
+    if _capture.ACTIVE is not None:
+        _capture.refuse("autograd.grad (not captured yet)")
     outputs = _as_list(outputs, "outputs")
     inputs = _as_list(inputs, "inputs")
     if not inputs:

@@ -17,6 +17,7 @@ from ..backend import on_device_of
 from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
 from .registry import Exports
+from .._capture import traced
 
 _new = object.__new__
 _ndarray = np.ndarray
@@ -30,11 +31,17 @@ def _operand(v, op: str):
     if isinstance(v, Tensor) or type(v) in _SCALARS:
         return v
     if isinstance(v, (np.ndarray, np.generic)) or hasattr(v, "__cuda_array_interface__"):
-        from .._tensor import to_array
-        return make(to_array(v, None, op))
+        return _array_operand(v, op)
     if isinstance(v, (int, float)):  # subclasses (e.g. IntEnum)
         return float(v) if isinstance(v, float) else int(v)
     raise TypeError(f"{op}(): unsupported operand type {type(v).__name__}; expected a Tensor or a number")
+
+
+@traced
+def _array_operand(v, op: str) -> Tensor:
+    """An array or NumPy scalar operand as a Tensor (a constant: a capture records it as a call)."""
+    from .._tensor import to_array
+    return make(to_array(v, None, op))
 
 
 def _promoted(x, y, op: str):
@@ -492,6 +499,13 @@ class Where(Op):
         return None, gx, gy
 
 
+@traced
+def _condition(cond, like) -> Tensor:
+    """A Python/NumPy condition as a bool-able Tensor on `like`'s device (a capture records it as a call)."""
+    cond = np.asarray(cond)
+    return make(cond if like is None else backend.transfer(cond, backend.device_of(like)))
+
+
 def where(condition, input=None, other=None) -> Tensor:
     """Elementwise `input` where `condition` else `other`; `where(condition)` gives the indices of true elements."""
     if input is None and other is None:
@@ -502,8 +516,7 @@ def where(condition, input=None, other=None) -> Tensor:
     xp = np if like is None else backend.array_module(like)
     cond = condition
     if not isinstance(cond, Tensor):
-        cond = np.asarray(cond)
-        cond = make(cond if like is None else backend.transfer(cond, backend.device_of(like)))
+        cond = _condition(cond, like)
     if cond._data.dtype != np.bool_:
         if cond._data.dtype != np.uint8:
             raise RuntimeError(f"where(): expected condition to be a bool tensor, got a tensor with dtype {cond.dtype}")
@@ -680,6 +693,7 @@ def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e
     return bool(xp.allclose(input._data, other._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
+@traced
 def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
     o = other._data if isinstance(other, Tensor) else other
     backend.check_same_device("isclose", (input._data, o))

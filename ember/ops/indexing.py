@@ -27,6 +27,8 @@ from . import arithmetic as A
 from .inplace import check_writable, commit, old_input
 from .inplace import as_view
 from .registry import Exports
+from .. import _capture
+from .._capture import traced
 
 __all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "masked_fill", "masked_select",
            "take_along_dim", "take", "nonzero", "argwhere"]
@@ -332,7 +334,7 @@ def _fast_index(index, shape, base=None):
 def getitem(self: Tensor, index) -> Tensor:
     """x[index] with PyTorch's semantics: basic indices give a view, tensor/list/mask indices a copy."""
     idx = _fast_index(index, self._data.shape, self._data)
-    if self._requires_grad and MODE.grad:
+    if (self._requires_grad and MODE.grad) or _capture.ACTIVE is not None:  # (a capture records it)
         r = dispatch(_new(GetItem), (self,), (self._data, idx))
     else:
         r = make(_select(self._data, idx))  # GetItem.forward without the work it does for backward
@@ -875,6 +877,7 @@ def masked_fill_(self: Tensor, mask: Tensor, value) -> Tensor:
     return _inplace(self, masked_fill, MaskedFill, "masked_fill_", mask, value)
 
 
+@traced
 def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     """The 1-D tensor of input's entries where mask is True (input and mask broadcast)."""
     x = _check(input, "masked_select")
@@ -892,6 +895,7 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------------- nonzero
+@traced
 def nonzero(input: Tensor, *, as_tuple: bool = False):
     """The indices of the non-zero entries: an int64 tensor of shape (n, ndim), or (as_tuple) one 1-D tensor per dim."""
     a = _check(input, "nonzero")._data

@@ -16,6 +16,7 @@ import weakref
 
 import numpy as np
 
+from .. import _capture
 from .. import _dtype as dt
 from .. import backend
 from .._tensor import Tensor, bump_version, make
@@ -70,6 +71,8 @@ def check_writable(t: Tensor, op: str) -> None:
 
 def commit(t: Tensor, result: Tensor, op: str) -> Tensor:
     """Write `result` into t's array and give t result's place in the graph."""
+    if _capture.ACTIVE is not None and _capture.ACTIVE.depth == 0:
+        return _capture.ACTIVE.commit(commit, t, result, op)
     r = result._data
     if r.dtype != t._data.dtype and not np.can_cast(r.dtype, t._data.dtype, "same_kind"):
         raise RuntimeError(f"{op}: result type {dt.FROM_NP[r.dtype]} can't be cast to the desired output type {t.dtype}")

@@ -22,6 +22,7 @@ from .special import erf_array
 from .unary import erf, sigmoid, tanh
 from .unary import relu as _relu
 from .registry import Exports
+from .._capture import traced
 
 _new = object.__new__
 
@@ -427,6 +428,7 @@ def check_dropout_p(p, op: str) -> float:
     return float(p)
 
 
+@traced
 def dropout_mask(shape: tuple, p: float, dtype: np.dtype, device: backend.device = backend.CPU):
     """keep/(1 - p) with keep ~ Bernoulli(1 - p), drawn on `device` from its default generator (a mask
     drawn on the host would cost a transfer per step)."""

@@ -21,6 +21,7 @@ from .indexing import add_rows
 from .linalg import Matmul, c_type_name, matmul
 from .reduce import norm
 from .shape import broadcast_tensors
+from .._capture import traced
 
 __all__ = ["linear", "bilinear", "embedding", "one_hot", "cosine_similarity", "normalize"]
 
@@ -304,6 +305,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
 
 
 # ---------------------------------------------------------------------- one_hot
+@traced
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 tensor of shape (*tensor.shape, num_classes) with 1 at each value's class; num_classes=-1: max + 1."""
     _need_tensor("one_hot", "tensor", tensor, 1)

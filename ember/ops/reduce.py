@@ -20,6 +20,7 @@ from .._tensor import Tensor, normalize_dim, make
 from ..autograd.function import Op, dispatch
 from .arithmetic import broadcast_to, maximum, minimum, sum_array, where
 from .registry import Exports
+from .._capture import traced
 
 __all__ = ["sum", "mean", "prod", "var", "std", "max", "min", "amax", "amin", "argmax", "argmin", "logsumexp",
            "norm", "cumsum", "cumprod", "all", "any", "count_nonzero", "return_types"]
@@ -404,6 +405,7 @@ def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     return _amax_amin(_check(input, "amin"), dim, keepdim, False, "amin")
 
 
+@traced
 def _arg(x, dim, keepdim: bool, largest: bool, op: str) -> Tensor:
     a = x._data
     if a.dtype.kind == "b":  # checked first, as in PyTorch (an empty bool input reports the dtype)
@@ -602,6 +604,7 @@ def cumprod(input: Tensor, dim, *, dtype=None) -> Tensor:
 
 
 # ---------------------------------------------------------------------- logical reductions and counts
+@traced
 def _logical(x: Tensor, dim, keepdim: bool, op: str) -> Tensor:
     a = x._data
     r = _as_array(getattr(a, op)(axis=_axes(dim, a.ndim, op, empty_is_all=False), keepdims=keepdim))
@@ -618,6 +621,7 @@ def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     return _logical(_check(input, "any"), dim, keepdim, "any")
 
 
+@traced
 def count_nonzero(input: Tensor, dim=None) -> Tensor:
     """Number of nonzero elements over `dim` (int or tuple; all when None), as int64."""
     a = _check(input, "count_nonzero")._data

@@ -17,6 +17,7 @@ from ..autograd.function import Op, dispatch
 from .arithmetic import where
 from .registry import Exports
 from .special import erf_array
+from .._capture import traced
 
 _new = object.__new__
 
@@ -445,10 +446,17 @@ def to_dtype(x: Tensor, dtype) -> Tensor:
     if x._data.dtype == d:
         return x
     if d.kind != "f":
-        return make(x._data.astype(d))
+        return _astype(x, d)
     return Cast.apply(x, d)
 
 
+@traced
+def _astype(x: Tensor, d: np.dtype) -> Tensor:
+    """x converted to a non-float dtype: no gradient (a capture records it as a call)."""
+    return make(x._data.astype(d))
+
+
+@traced
 def logical_not(input: Tensor) -> Tensor:
     return make(np.logical_not(input._data))
 

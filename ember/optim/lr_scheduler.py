@@ -19,6 +19,7 @@ from collections import Counter
 from typing import Any, Callable, Iterable, Sequence
 
 from .optimizer import Optimizer
+from .._capture import opaque
 
 __all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
            "ExponentialLR", "SequentialLR", "CosineAnnealingLR", "ChainedScheduler", "ReduceLROnPlateau", "CyclicLR",
@@ -98,6 +99,7 @@ class LRScheduler:
             warnings.warn("To get the last learning rate computed by the scheduler, please use `get_last_lr()`.",
                           UserWarning, stacklevel=3)
 
+    @opaque
     def step(self, epoch: int | None = None) -> None:
         """Advance one epoch (call it after `optimizer.step()`) and set each group's lr."""
         if self._step_count == 1 and type(self.optimizer).step is Optimizer.step \
@@ -388,6 +390,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
                 for base in self.base_lrs]
 
+    @opaque
     def step(self, epoch: float | None = None) -> None:
         if epoch is None and self.last_epoch < 0:
             epoch = 0
@@ -474,6 +477,7 @@ class SequentialLR(_Container, LRScheduler):
         elif hasattr(sched, "last_epoch"):
             sched.last_epoch -= 1
 
+    @opaque
     def step(self) -> None:  # type: ignore[override]
         self.last_epoch += 1
         idx = bisect_right(self._milestones, self.last_epoch)
@@ -497,6 +501,7 @@ class ChainedScheduler(_Container, LRScheduler):
         self.optimizer = optimizer
         self._last_lr = _lrs(self._schedulers[-1].optimizer)
 
+    @opaque
     def step(self) -> None:  # type: ignore[override]
         for s in self._schedulers:
             s.step()
@@ -538,6 +543,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.cooldown_counter = 0
         self.num_bad_epochs = 0
 
+    @opaque
     def step(self, metrics, epoch: int | None = None) -> None:  # type: ignore[override]
         current = float(metrics)
         if epoch is None:

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from .. import _dtype as dt
+from .._capture import opaque
 from .._tensor import Tensor, bump_version, make
 from ..autograd.grad_mode import enable_grad
 from ..backend import array_module, device_of, on, to_host, transfer
@@ -196,6 +197,7 @@ class Optimizer:
                 check_nonneg(name, options, key)
 
     # ------------------------------------------------------------------ step
+    @opaque
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all parameters: to None (default), or to zeros in place."""
         for group in self.param_groups:
@@ -212,6 +214,7 @@ class Optimizer:
                         g.requires_grad_(False)
                     g.zero_()
 
+    @opaque
     def step(self, closure: Callable[[], Any] | None = None):
         """One update of every parameter that has a gradient. `closure` (re-evaluates the model and
         returns the loss) runs first, with grad mode on; its loss is returned."""

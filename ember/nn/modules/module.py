@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ... import _dtype as dt
+from ... import _capture
 from ..._tensor import RemovableHandle, Tensor, bump_version
 from ...autograd.function import Function
 from ...autograd.grad_mode import no_grad
@@ -65,11 +66,27 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         d = self.__dict__
+        c = d.get("_compiled_call")
+        if c is not None:  # Module.compile() was called
+            return c(*args, **kwargs)
+        return self._call(*args, **kwargs)
+
+    def _call(self, *args, **kwargs):
+        """The uncompiled call: forward, with the hooks around it when there are any."""
+        d = self.__dict__
         if not (d["_forward_pre_hooks"] or d["_forward_hooks"] or d["_backward_hooks"] or d["_backward_pre_hooks"]):
             return self.forward(*args, **kwargs)  # the common case: no hooks, one extra frame
         return self._call_with_hooks(args, kwargs)
 
+    def compile(self, *args, **kwargs) -> None:
+        """Compile this module's calls in place (PyTorch's Module.compile): `ember.compile`'s arguments."""
+        from ...compiler import CompiledFunction, compile as _compile
+        fn = _compile(self._call, *args, **kwargs)
+        self.__dict__["_compiled_call"] = fn if isinstance(fn, CompiledFunction) else None
+
     def _call_with_hooks(self, args: tuple, kwargs: dict):
+        if _capture.ACTIVE is not None:
+            _capture.refuse(f"the hooks of {type(self).__name__} (Python code at every call)")
         for hid, hook in list(self._forward_pre_hooks.items()):
             if hid in self._forward_pre_hooks_with_kwargs:
                 r = hook(self, args, kwargs)
@@ -316,6 +333,7 @@ class Module:
             p.requires_grad_(requires_grad)
         return self
 
+    @_capture.opaque
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's gradient: to None (default), or to zeros in place."""
         for p in self.parameters():

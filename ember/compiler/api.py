@@ -1,0 +1,349 @@
+"""`ember.compile`: guarded caches of captured programs around a function or a module.
+
+A compiled callable looks up, at every call, a program captured for calls like this one:
+
+- the **key** (checked by one dict lookup): the structure of the arguments; each tensor's shape
+  (the batch dimension as `*` once `dynamic`), dtype, device, `requires_grad` and whether it is
+  contiguous; each NumPy array's likewise; every other argument by value (or identity when it is
+  not hashable); grad mode, anomaly mode and the default dtype;
+- the **checks** of the entry found: the `training` flag of every module whose forward ran during
+  capture, and for every tensor the program reads from outside its arguments (parameters,
+  buffers, globals: the *externs*) its identity in its module, its shape, dtype, device and
+  `requires_grad`.
+
+No entry: the call captures (`trace.Tracer`: an eager run that records), and its program
+(`program.Program`) serves later calls. A capture that found a graph break caches "eager" for
+that key. After `cache_size_limit` (8, PyTorch's default) entries a function warns once, naming
+the guard that keeps failing, and runs eagerly for new keys.
+"""
+from __future__ import annotations
+
+import warnings
+import weakref
+
+import numpy as np
+
+from .. import _capture
+from .._tensor import Tensor
+from ..autograd.grad_mode import MODE
+from .program import Program
+from .trace import GraphBreak, Tracer
+
+CACHE_SIZE_LIMIT = 8
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+BACKENDS = ("ember", "inductor", "eager", "aot_eager")
+OPTIONS = ()  # none yet: an unknown option is an error, never ignored
+_ALL: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
+
+
+def is_compiling() -> bool:
+    """True while a compiled function is being captured (PyTorch: torch.compiler.is_compiling)."""
+    return _capture.ACTIVE is not None
+
+
+def reset() -> None:
+    """Forget every captured program of every compiled function (torch.compiler.reset)."""
+    for f in list(_ALL):
+        f.clear()
+
+
+class _Entry:
+    __slots__ = ("program", "modules", "externs", "breaks", "trace")
+
+    def __init__(self, trace, program: Program | None) -> None:
+        self.trace, self.program = trace, program
+        self.breaks = trace.breaks
+        self.modules = [(m, m.training) for m in trace.modules]
+        self.externs = [(e, _owner(e, trace.modules), e._data.shape, e._data.dtype, e._data.__class__,
+                         e._requires_grad) for e in trace.externs]
+
+    def failed_check(self) -> str | None:
+        """The first check that fails now, in words; None when the entry applies."""
+        for m, flag in self.modules:
+            if m.training is not flag:
+                return f"{type(m).__name__}.training changed to {m.training}"
+        for e, owner, shape, dtype, cls, rg in self.externs:
+            d = e._data
+            if d.shape != shape or d.dtype != dtype or d.__class__ is not cls or e._requires_grad is not rg:
+                return f"a parameter/buffer of shape {list(shape)} changed to {list(d.shape)}, {e.dtype}"
+            if owner is not None:
+                mod, table, name = owner
+                if mod.__dict__[table].get(name) is not e:
+                    return f"{type(mod).__name__}.{name} was replaced by another tensor"
+        return None
+
+
+def _owner(e, modules):
+    """(module, "_parameters" or "_buffers", name) that holds extern e, if a captured module does."""
+    for m in modules:
+        for table in ("_parameters", "_buffers"):
+            for name, t in m.__dict__[table].items():
+                if t is e:
+                    return (m, table, name)
+    return None
+
+
+class CompiledFunction:
+    """A function with a guarded cache of captured programs (what `ember.compile(fn)` returns)."""
+
+    def __init__(self, fn, *, fullgraph: bool = False, dynamic: bool | None = None, mode: str | None = None,
+                 options: dict | None = None, backend: str = "ember") -> None:
+        self.fn = fn
+        self.fullgraph = fullgraph
+        self.dynamic = dynamic
+        self.mode = mode or "default"
+        self.options = dict(options or {})
+        self.backend = backend
+        self.cache: dict = {}
+        self.count = 0
+        self.warned = False
+        self.last_key = None
+        self.generic: set = set()  # keys (batch as *) whose program is valid for any batch size
+        self.batches: dict = {}  # signature with the batch dim as * -> first batch size seen
+        self.stats = {"captures": 0, "replays": 0, "eager": 0}
+        _ALL.add(self)
+        try:
+            self.__wrapped__ = fn
+            self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+            self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+            self.__doc__ = getattr(fn, "__doc__", None)
+        except AttributeError:
+            pass
+
+    def clear(self) -> None:
+        self.cache.clear()
+        self.count = 0
+        self.warned = False
+        self.generic.clear()
+        self.batches.clear()
+
+    # ------------------------------------------------------------------ the call
+    def __call__(self, *args, **kwargs):
+        if _capture.ACTIVE is not None:  # inside another capture: be part of that one
+            return self.fn(*args, **kwargs)
+        leaves: list = []
+        sig = _signature((args, kwargs), leaves)
+        env = (MODE.grad, MODE.anomaly, _default_dtype())
+        star = _starred(sig) if self.dynamic is not False else None
+        key = (sig, env)
+        entries = self.cache.get(key)
+        if entries is None and star is not None and (star, env) in self.generic:
+            entries = self.cache.get((star, env))
+        if entries is not None:
+            for entry in entries:
+                if entry.failed_check() is None:
+                    if entry.program is None:
+                        self.stats["eager"] += 1
+                        return self.fn(*args, **kwargs)
+                    self.stats["replays"] += 1
+                    return entry.program.run(leaves)
+        return self._capture(key, star, env, leaves, args, kwargs, entries)
+
+    def _capture(self, key, star, env, leaves, args, kwargs, entries):
+        from . import api
+        limit = api.CACHE_SIZE_LIMIT  # (torch._dynamo.config.cache_size_limit may change it)
+        if self.count >= limit:
+            if not self.warned:
+                self.warned = True
+                warnings.warn(f"ember.compile: {self.__qualname__} reached the cache size limit ({limit} "
+                              f"captured programs); it runs eagerly for new calls. The guard that keeps failing: "
+                              f"{self._why(key, entries)}. Mark the batch dimension dynamic (dynamic=True) or keep "
+                              f"the failing property fixed.", UserWarning, stacklevel=3)
+            self.stats["eager"] += 1
+            return self.fn(*args, **kwargs)
+        why = self._why(key, entries) if self.count else None
+        tracer = Tracer(self.fullgraph)
+        for x in leaves:
+            tracer.add_input(x)
+        self.count += 1
+        self.stats["captures"] += 1
+        result = tracer.run(self.fn, args, kwargs)
+        trace = tracer.trace
+        trace.why = why
+        program = None if trace.breaks else Program(trace)
+        entry = _Entry(trace, program)
+        # dynamic: a program with no constant tied to the batch size serves every batch size
+        if star is not None and program is not None:
+            first = self.batches.setdefault(star, _batch(key[0]))
+            if (self.dynamic or first != _batch(key[0])) and not _batch_baked(trace, _batch(key[0])):
+                self.generic.add((star, env))
+                self.cache.setdefault((star, env), []).append(entry)
+        self.cache.setdefault(key, []).append(entry)
+        self.last_key = key
+        return result
+
+    def _why(self, key, entries) -> str:
+        if entries:
+            for e in entries:
+                f = e.failed_check()
+                if f:
+                    return f
+        last = self.last_key
+        if last is None:
+            return "none (first call)"
+        if key[1] != last[1]:
+            names = ("grad mode", "anomaly mode", "default dtype")
+            for n, a, b in zip(names, key[1], last[1]):
+                if a != b:
+                    return f"{n} changed from {b} to {a}"
+        return _diff(key[0], last[0]) or "the arguments changed"
+
+    def explain(self, *args, **kwargs) -> "ExplainOutput":
+        return explain(self.fn, *args, **kwargs)
+
+
+def _default_dtype():
+    from .._dtype import get_default_dtype
+    return get_default_dtype()
+
+
+def _signature(obj, leaves: list):
+    """The hashable structure of the arguments; tensors and arrays are appended to `leaves`."""
+    if isinstance(obj, Tensor):
+        leaves.append(obj)
+        d = obj._data
+        return ("T", d.shape, d.dtype.str, d.__class__, obj._requires_grad, obj._edge is None,
+                bool(d.flags.c_contiguous) if hasattr(d, "flags") else True)
+    cls = obj.__class__
+    if cls is tuple or cls is list:
+        return (cls.__name__,) + tuple(_signature(o, leaves) for o in obj)
+    if cls is dict:
+        return ("dict",) + tuple((k, _signature(v, leaves)) for k, v in obj.items())
+    if isinstance(obj, np.ndarray):
+        leaves.append(obj)
+        return ("A", obj.shape, obj.dtype.str, bool(obj.flags.c_contiguous))
+    if isinstance(obj, (tuple, list)):  # named tuples and other sequences
+        return (cls,) + tuple(_signature(o, leaves) for o in obj)
+    try:
+        hash(obj)
+        return ("c", cls, obj)
+    except TypeError:
+        return ("id", id(obj))
+
+
+def _starred(sig):
+    """The signature with every tensor's and array's first dimension replaced by '*'."""
+    if not isinstance(sig, tuple) or not sig:
+        return sig
+    if sig[0] in ("T", "A") and isinstance(sig[1], tuple):
+        shape = sig[1]
+        return (sig[0], ("*",) + shape[1:] if shape else shape) + sig[2:]
+    if sig[0] == "c":
+        return sig
+    return tuple(_starred(s) for s in sig)
+
+
+def _batch(sig):
+    """The first dimension of the first tensor or array argument (the batch size), or None."""
+    if isinstance(sig, tuple) and sig:
+        if sig[0] in ("T", "A") and isinstance(sig[1], tuple):
+            return sig[1][0] if sig[1] else None
+        if sig[0] == "c":
+            return None
+        for s in sig:
+            b = _batch(s)
+            if b is not None:
+                return b
+    return None
+
+
+def _batch_baked(trace, b) -> bool:
+    """Whether a constant of the trace may derive from the batch size b (a multiple of it, 1/b, or an
+    array with a dimension of b): then the program is only valid for this batch size."""
+    if not b or b < 2:
+        return True
+    def bad(x, depth=0) -> bool:
+        if isinstance(x, bool) or x is None:
+            return False
+        if isinstance(x, (int, np.integer)):
+            return x != 0 and x % b == 0
+        if isinstance(x, (float, np.floating)):
+            return x != 0 and (abs(x - round(x)) < 1e-9 and round(x) % b == 0 or abs(x * b - 1) < 1e-6)
+        if isinstance(x, np.ndarray):
+            return b in x.shape
+        if isinstance(x, (tuple, list)) and depth < 4:
+            return any(bad(e, depth + 1) for e in x)
+        if isinstance(x, dict) and depth < 4:
+            return any(bad(e, depth + 1) for e in x.values())
+        if isinstance(x, slice):
+            return any(bad(e, depth + 1) for e in (x.start, x.stop, x.step))
+        return False
+    for ins in trace.instrs:
+        for r in list(ins.inputs or ()) + list(ins.arrays or ()):
+            if isinstance(r, tuple) and r and r[0] == "c" and bad(r[1]):
+                return True
+        if ins.kind in ("op", "host") and ins.attrs:
+            for v in ins.attrs.values():
+                if ins.kind == "host" and isinstance(v, tuple) and v and v[0] == "c":
+                    v = v[1]
+                if bad(v):
+                    return True
+    return False
+
+
+def _diff(a, b, path: str = "arguments") -> str | None:
+    """The first difference between two signatures, in words."""
+    if a == b:
+        return None
+    if isinstance(a, tuple) and isinstance(b, tuple) and a and b and a[0] == b[0]:
+        if a[0] == "T":
+            names = ("shape", "dtype", "device", "requires_grad", "is_leaf", "contiguity")
+            for n, x, y in zip(names, a[1:], b[1:]):
+                if x != y:
+                    return f"{path}: tensor {n} changed from {y} to {x}"
+        if a[0] == "A":
+            return f"{path}: array changed from {b[1:]} to {a[1:]}"
+        if a[0] == "c":
+            return f"{path}: value changed from {b[2]!r} to {a[2]!r}"
+        if len(a) == len(b):
+            for i, (x, y) in enumerate(zip(a[1:], b[1:])):
+                d = _diff(x, y, f"{path}[{i}]")
+                if d:
+                    return d
+    return f"{path} changed structure"
+
+
+# ---------------------------------------------------------------------- explain
+class ExplainOutput:
+    """What `explain` found (PyTorch: torch._dynamo.explain's ExplainOutput)."""
+
+    def __init__(self, trace) -> None:
+        self.trace = trace
+        self.break_reasons = [f"{r} at {w}" for r, w in trace.breaks]
+        self.graph_break_count = len(trace.breaks)
+        self.graph_count = 0 if trace.breaks else 1
+        ops = [i for i in trace.instrs]
+        self.ops_per_graph = [[i.name() for i in ops]] if self.graph_count else []
+        self.op_count = len(ops) if self.graph_count else 0
+        self.program = Program(trace) if self.graph_count else None
+
+    def __str__(self) -> str:
+        lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
+                 f"Op Count: {self.op_count}"]
+        if self.break_reasons:
+            lines.append("Break Reasons:")
+            lines += [f"  {i + 1}. {r}" for i, r in enumerate(self.break_reasons)]
+        if self.ops_per_graph:
+            lines.append("Ops per Graph:")
+            for g in self.ops_per_graph:
+                lines += [f"  {op}" for op in g]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def explain(fn, *args, **kwargs) -> ExplainOutput:
+    """Capture `fn(*args, **kwargs)` (running it once, eagerly) and report the captured graph, the
+    graph breaks and their reasons with the user's file and line."""
+    if isinstance(fn, CompiledFunction):
+        fn = fn.fn
+    tracer = Tracer(False)
+    leaves: list = []
+    _signature((args, kwargs), leaves)
+    for x in leaves:
+        tracer.add_input(x)
+    tracer.run(fn, args, kwargs)
+    return ExplainOutput(tracer.trace)
+
+
+__all__ = ["CompiledFunction", "ExplainOutput", "GraphBreak", "explain", "is_compiling", "reset"]
