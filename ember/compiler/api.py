@@ -101,6 +101,8 @@ class CompiledFunction:
         self.generic: set = set()  # keys (batch as *) whose program is valid for any batch size
         self.batches: dict = {}  # signature with the batch dim as * -> first batch size seen
         self.stats = {"captures": 0, "replays": 0, "eager": 0}
+        self.module = None  # the Module whose call this is: a graph break compiles its children instead
+        self._kw = dict(fullgraph=fullgraph, dynamic=dynamic, mode=mode, options=options, backend=backend)
         _ALL.add(self)
         try:
             self.__wrapped__ = fn
@@ -109,6 +111,10 @@ class CompiledFunction:
             self.__doc__ = getattr(fn, "__doc__", None)
         except AttributeError:
             pass
+
+    def __reduce__(self):
+        # a copy (deepcopy of a model, pickling) starts with no programs: they hold the original's tensors
+        return (_rebuild, (self.fn, self._kw, self.module))
 
     def clear(self) -> None:
         self.cache.clear()
@@ -134,6 +140,7 @@ class CompiledFunction:
                 if entry.failed_check() is None:
                     if entry.program is None:
                         self.stats["eager"] += 1
+                        self._compile_children()
                         return self.fn(*args, **kwargs)
                     self.stats["replays"] += 1
                     return entry.program.run(leaves)
@@ -170,7 +177,20 @@ class CompiledFunction:
                 self.cache.setdefault((star, env), []).append(entry)
         self.cache.setdefault(key, []).append(entry)
         self.last_key = key
+        if program is None:
+            self._compile_children()
         return result
+
+    def _compile_children(self) -> None:
+        """A module whose call broke runs eagerly, its child modules compiled: what can be captured is.
+        (Each child compiles in place, as with Module.compile(); a child that breaks does the same.)"""
+        m = self.module
+        if m is None:
+            return
+        self.module = None  # once
+        for child in m.children():
+            if child.__dict__.get("_compiled_call") is None and _worth_compiling(child):
+                child.compile(**self._kw)
 
     def _why(self, key, entries) -> str:
         if entries:
@@ -190,6 +210,17 @@ class CompiledFunction:
 
     def explain(self, *args, **kwargs) -> "ExplainOutput":
         return explain(self.fn, *args, **kwargs)
+
+
+def _rebuild(fn, kw: dict, module) -> CompiledFunction:
+    c = CompiledFunction(fn, **kw)
+    c.module = module
+    return c
+
+
+def _worth_compiling(m) -> bool:
+    """Containers and leaf layers alike: anything with parameters or children."""
+    return bool(m._modules) or bool(m._parameters)
 
 
 def _default_dtype():

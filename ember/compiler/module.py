@@ -13,7 +13,8 @@ class OptimizedModule(Module):
     def __init__(self, mod: Module, **kw) -> None:
         super().__init__()
         self._orig_mod = mod
-        self.__dict__["_compiled"] = CompiledFunction(mod.__call__, **kw)
+        self.__dict__["_compiled"] = c = CompiledFunction(mod.__call__, **kw)
+        c.module = mod
         self.__dict__["training"] = mod.training
 
     def forward(self, *args, **kwargs):

@@ -32,6 +32,8 @@ from .._tensor import TENSOR_TYPES, Tensor
 from ..autograd.grad_mode import MODE
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CALLERS = (os.path.join(_EMBER_DIR, "nn", "modules", "module.py"), os.path.abspath(__file__),
+            os.path.join(_EMBER_DIR, "compiler", "api.py"))
 _LIB_DIRS = tuple({os.path.dirname(os.__file__)} | {p for p in sys.path if p.endswith(("site-packages", "dist-packages"))})
 # Bytecodes that change Python state outliving the call: a replay, which does not run the Python
 # code, would skip them. Container mutation through methods (list.append) is not detected here
@@ -103,6 +105,7 @@ class Tracer:
         self.grads: dict[int, int] = {}  # id(p.grad) -> extern index of p, after a backward
         self.keep: list = []  # everything whose id is a key above stays alive while capturing
         self.codes: dict = {}  # user code objects that ran
+        self.user_frames: set[int] = set()  # ids of the live frames running user code
         self._module_ids: set[int] = set()
         self.bases: dict[int, int] = {}  # id of the memory owner of a value's array -> the first such value
         self.keep_values: dict[int, object] = {}  # value index -> its array at capture
@@ -136,13 +139,21 @@ class Tracer:
             code = frame.f_code
             f = code.co_filename
             if not f.startswith(_EMBER_DIR):
-                if not f.startswith(_LIB_DIRS) and not f.startswith("<"):  # (<frozen ...>: the standard library)
+                # user code: not the standard library (<frozen ...> included) or installed packages, and called
+                # by user code, a Module call or the capture itself (not by ember's internals: what they call,
+                # such as an array library or a stand-in for one, and what that calls, is not the user's)
+                back = frame.f_back
+                if self.depth == 0 and back is not None and not f.startswith(_LIB_DIRS) and not f.startswith("<") and (
+                        id(back) in self.user_frames or back.f_code.co_filename in _CALLERS):
+                    self.user_frames.add(id(frame))
                     self.codes[code] = None
             else:
                 m = frame.f_locals.get("self")
                 if m is not None and id(m) not in self._module_ids and _is_module(m) and code.co_name == "__call__":
                     self._module_ids.add(id(m))
                     self.trace.modules.append(m)
+        elif event == "return":
+            self.user_frames.discard(id(frame))
         elif event == "c_call" and arg is builtins.print and self.depth == 0:
             self.graph_break("print() runs Python output", None)
 

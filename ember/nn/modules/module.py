@@ -66,13 +66,14 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         d = self.__dict__
-        c = d.get("_compiled_call")
-        if c is not None:  # Module.compile() was called
-            return c(*args, **kwargs)
-        return self._call(*args, **kwargs)
+        if "_compiled_call" in d and d["_compiled_call"] is not None:  # Module.compile() was called
+            return d["_compiled_call"](*args, **kwargs)
+        if not (d["_forward_pre_hooks"] or d["_forward_hooks"] or d["_backward_hooks"] or d["_backward_pre_hooks"]):
+            return self.forward(*args, **kwargs)  # the common case: no hooks, one extra frame
+        return self._call_with_hooks(args, kwargs)
 
     def _call(self, *args, **kwargs):
-        """The uncompiled call: forward, with the hooks around it when there are any."""
+        """The uncompiled call (what Module.compile() compiles): `__call__` without its compiled branch."""
         d = self.__dict__
         if not (d["_forward_pre_hooks"] or d["_forward_hooks"] or d["_backward_hooks"] or d["_backward_pre_hooks"]):
             return self.forward(*args, **kwargs)  # the common case: no hooks, one extra frame
@@ -82,7 +83,11 @@ class Module:
         """Compile this module's calls in place (PyTorch's Module.compile): `ember.compile`'s arguments."""
         from ...compiler import CompiledFunction, compile as _compile
         fn = _compile(self._call, *args, **kwargs)
-        self.__dict__["_compiled_call"] = fn if isinstance(fn, CompiledFunction) else None
+        if isinstance(fn, CompiledFunction):
+            fn.module = self
+            self.__dict__["_compiled_call"] = fn
+        else:  # disable=True
+            self.__dict__["_compiled_call"] = None
 
     def _call_with_hooks(self, args: tuple, kwargs: dict):
         if _capture.ACTIVE is not None:
