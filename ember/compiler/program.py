@@ -22,6 +22,8 @@ import numpy as np
 
 from .._tensor import make
 from ..autograd import function as _function
+from ..autograd.engine import _Run
+from ..autograd.function import FREED, Op
 from ..autograd.grad_mode import MODE
 from ..backend import array_module
 from .trace import Instr, Trace
@@ -86,17 +88,23 @@ def optimise(trace: Trace) -> list[Instr]:
 class Program:
     """A trace compiled to a function `run(inputs) -> result` (see the module docstring)."""
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, static: bool = True) -> None:
         self.trace = trace
-        self.graph = trace.recorded or any(i.kind == "backward" for i in trace.instrs)
         self.instrs = optimise(trace)
+        needs_graph = trace.recorded or any(i.kind == "backward" for i in trace.instrs)
+        self.static_why = _static_refusal(trace, self.instrs) if needs_graph else None
+        self.form = "flat" if not needs_graph else "static" if static and self.static_why is None else "graph"
+        self.graph = self.form == "graph"
+        # static form: values a recorded op keeps for its backward live until the backward ran
+        self._saved = {r[1] for i in self.instrs if i.kind == "op" and i.needs is not None
+                       for r in i.inputs if r[0] == "v"} if self.form == "static" else set()
         self.source, self.run = self._generate()
 
     # ------------------------------------------------------------------ code generation
     def _generate(self):
-        trace, graph = self.trace, self.graph
+        trace, graph, static = self.trace, self.graph, self.form == "static"
         ns: dict = {"N": _new, "D": _function.dispatch, "M": MODE, "_mk": make, "_fix": _fix, "_copy": _copy_into,
-                    "_bump": _bump}
+                    "_bump": _bump, "_grads": _Grads, "_freed": _freed, "_ones": _ones_like, "_tup": _tup}
         consts: dict[int, str] = {}
 
         def const(x) -> str:
@@ -178,10 +186,25 @@ class Program:
                 else:
                     F = const(ins.fn.forward)
                     args = "".join(", " + array_ref(r) for r in ins.arrays)
-                    call = f"{F}(N({K}){args}{A})"
+                    node = f"n{n}" if (static and ins.needs is not None) else f"N({K})"
+                    if node != f"N({K})":
+                        body.append(f"{node} = N({K})")
+                    # (a forward that is a ufunc, as the binary ops' `forward = np.add`, is not a method: no node)
+                    call = f"{F}({node}{args}{A})" if _is_method(ins.fn) else f"{F}({args[2:]}{A})"
                     if len(ins.outs) == 1 and not _multi(ins) and trace.values[ins.outs[0]][1] == ():
                         call = f"_fix({call})"
                     body.append(f"{outs} = {call}")
+                    if node != f"N({K})":  # what `Op._attach` keeps for backward, decided at capture
+                        cls = ins.fn
+                        body.append(f"{node}.next = {const(tuple(True if x else None for x in ins.needs))}")
+                        if cls.saves_inputs:  # kept in a local, passed to the derivative by _static_backward
+                            body.append(f"s{n} = (" + "".join(tensor_ref(r) + ", " for r in ins.inputs) + ")")
+                        if cls.saves_output and not ins.multi:
+                            body.append(f"{node}.out = v{ins.outs[0]}")
+                        if ins.meta is not None:
+                            body.append(f"{node}.meta = {const(ins.meta)}")
+                        if ins.multi:
+                            body.append(f"{node}.n_out = {ins.n_out}")
             elif ins.kind == "host":
                 H = const(ins.fn)
                 args = ", ".join(tensor_ref(r) for r in ins.inputs)
@@ -206,6 +229,8 @@ class Program:
             elif ins.kind == "getgrad":
                 (r,) = ins.inputs
                 body.append(f"v{ins.outs[0]} = E{r[1]}._grad" + ("" if graph else "._data"))
+            elif ins.kind == "backward" and static:
+                body += self._static_backward(n, ins, is_tensor, input_pos, const)
             elif ins.kind == "backward":
                 roots = "[" + ", ".join(tensor_ref(r) for r in ins.inputs) + "]"
                 grads = "None" if ins.arrays is None else "[" + ", ".join(tensor_ref(r) for r in ins.arrays) + "]"
@@ -217,7 +242,8 @@ class Program:
             else:
                 raise AssertionError(ins.kind)
             dead = [r[1] for r in _refs(ins) if isinstance(r, tuple) and r and r[0] in ("v", "cast", "reshape")
-                    and last.get(r[1]) == n and r[1] not in returned and r[1] not in input_pos]
+                    and last.get(r[1]) == n and r[1] not in returned and r[1] not in input_pos
+                    and not (static and r[1] in self._saved)]
             for i in sorted(set(dead)):
                 body.append(f"del v{i}")
         lines += ["        " + b for b in body] or ["        pass"]
@@ -229,12 +255,59 @@ class Program:
         exec(code, ns)
         return source, ns["run"]
 
+    def _static_backward(self, n: int, B: Instr, is_tensor, input_pos, const) -> list[str]:
+        """`backward` of the static form: each recorded op's `_backward`, last op first (the trace's order
+        is a topological one), gradients summed per value out of place as the engine's are, leaves'
+        `.grad` stored by the engine's own rule (`_Run.store_grad`, ownership included)."""
+        values = self.trace.values
+        (root,) = B.inputs
+        lines = ["M.grad = False", f"st = _grads(g{root[1]} := _mk(_ones(v{root[1]})))"]
+        ops = [(k, ins) for k, ins in enumerate(self.instrs[:n]) if ins.kind == "op" and ins.needs is not None]
+        grads = {o for _, ins in ops for o in ins.outs if values[o][3]} - {root[1]}
+        lines += [f"g{v} = None" for v in sorted(grads)]
+        for k, ins in reversed(ops):
+            # the derivative called as Op._backward calls it (grad mode is off: fast_backward where there is one)
+            fn = "fast_backward" if ins.fn.fast_backward is not None else "backward"
+            args = f", *s{k}" if ins.fn.saves_inputs else ""
+            call = f"_tup(n{k}.{fn}(gz{args}))"
+            if ins.meta is not None:
+                call = f"n{k}._reduce({call})"
+            if ins.multi:
+                gz = "[" + ", ".join(f"g{o}" if (o in grads or o == root[1]) else "None" for o in ins.outs) + "]"
+                lines.append(f"gz = {gz}")
+                lines.append(f"r = None if gz.count(None) == len(gz) else {call}")
+            else:
+                o = ins.outs[0]
+                lines.append(f"gz = g{o}")
+                lines.append(f"r = None if gz is None else {call}")
+            lines.append("if r is not None:")
+            for i, (r, need) in enumerate(zip(ins.inputs, ins.needs)):
+                if not need:
+                    continue
+                if r[0] == "v" and r[1] in input_pos:
+                    tgt = f"st.store_grad(I[{input_pos[r[1]]}], x)"
+                elif r[0] == "v":
+                    tgt = f"g{r[1]} = x if g{r[1]} is None else g{r[1]} + x"
+                elif r[0] == "e":
+                    tgt = f"st.store_grad(E{r[1]}, x)"
+                else:
+                    raise AssertionError(r)
+                lines.append(f"    x = r[{i}]")
+                lines.append(f"    if x is not None: {tgt}")
+            lines.append(f"del n{k}, r" + (f", s{k}" if ins.fn.saves_inputs else ""))
+        lines += [f"del g{v}" for v in sorted(grads)]
+        lines.append(f"del g{root[1]}, st, gz")
+        lines.append(f"M.grad = {B.grad}")
+        return lines
+
     def _out(self, spec, graph: bool, tensor_ref, input_pos, const) -> str:
         kind = spec[0]
         if kind == "ref":
             r = spec[1]
             if r[0] == "v" and r[1] in input_pos:
                 return f"I[{input_pos[r[1]]}]"
+            if self.form == "static" and r[0] == "v" and self.trace.values[r[1]][3]:
+                return f"_freed(v{r[1]})"  # as eager leaves it after backward: requires grad, graph freed
             return tensor_ref(r)
         if kind == "tuple":
             return "(" + "".join(self._out(s, graph, tensor_ref, input_pos, const) + ", " for s in spec[1]) + ")"
@@ -249,8 +322,80 @@ class Program:
         return const(spec[1])
 
 
+def _static_refusal(trace: Trace, instrs: list[Instr]) -> str | None:
+    """Why the static form (backward without the engine) does not apply to this trace; None if it does."""
+    values = trace.values
+    back = [k for k, i in enumerate(instrs) if i.kind == "backward"]
+    if len(back) != 1:
+        return "no backward in the program" if not back else "several backward calls"
+    n = back[0]
+    B = instrs[n]
+    if B.arrays is not None or B.attrs.get("inputs") is not None or B.attrs.get("retain_graph"):
+        return "backward with gradient=, inputs= or retain_graph="
+    if len(B.inputs) != 1 or B.inputs[0][0] != "v" or values[B.inputs[0][1]][1] != ():
+        return "backward of something other than one scalar"
+    for k, ins in enumerate(instrs):
+        if ins.kind == "commit":
+            return "an in-place op"
+        if ins.kind == "op" and ins.needs is not None:
+            if k > n:
+                return "an op recorded for backward after the backward"
+            if not issubclass(ins.fn, Op):
+                return f"{ins.fn.__name__} is not a built-in op"
+        if ins.kind == "host" and values[ins.outs[0]][3]:
+            return "a factory made a tensor that requires grad"
+    for i in trace.inputs:
+        if values[i][3] and not values[i][4]:
+            return "an input that is not a leaf requires grad"
+    for e in trace.externs:
+        if e._requires_grad and (e._edge is not None or e._hooks is not None):
+            return "a tensor from outside with a graph or hooks"
+    return None
+
+
+def _is_method(cls) -> bool:
+    """Whether `cls.forward` binds to the node (a Python function) or is called as it is (a ufunc)."""
+    import types
+    return isinstance(cls.__dict__.get("forward", None) or getattr(cls, "forward"), types.FunctionType)
+
+
 def _multi(ins: Instr) -> bool:
     return ins.multi
+
+
+class _Grads:
+    """The engine's gradient-ownership state for one static backward (`_Run.store_grad` runs on it)."""
+
+    __slots__ = ("shared", "aliased", "create_graph")
+    store_grad = _Run.store_grad
+
+    def __init__(self, root) -> None:
+        self.shared = {id(root._data)}
+        self.aliased: set = set()
+        self.create_graph = False
+
+
+def _tup(r) -> tuple:
+    return r if r.__class__ is tuple else (r,)
+
+
+def _ones_like(a):
+    return array_module(a).ones_like(a)
+
+
+def _freed(a):
+    """A result as eager leaves it after backward: requiring grad, its graph freed (a second backward
+    raises PyTorch's "backward through the graph a second time")."""
+    node = _new(Freed)
+    node.inputs, node.versions, node.out, node.out_version, node.next = FREED, None, None, None, ()
+    return make(a, True, node)
+
+
+class Freed(Op):
+    """The grad_fn of a compiled step's results: the graph that eager freed in backward."""
+
+    def name(self) -> str:
+        return "CompiledBackward"
 
 
 def _fix(out):

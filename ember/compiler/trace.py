@@ -28,7 +28,7 @@ import traceback
 import numpy as np
 
 from .. import _capture
-from .._tensor import TENSOR_TYPES, Tensor
+from .._tensor import TENSOR_TYPES, Slot, Tensor
 from ..autograd.grad_mode import MODE
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,7 +51,8 @@ class Instr:
     `args[1]` into `args[0]`), "detach", "getgrad" (the `.grad` of extern args[0]), "backward",
     "call" (an opaque method call) and "grad" (autograd.grad)."""
 
-    __slots__ = ("kind", "fn", "inputs", "arrays", "attrs", "outs", "grad", "where", "shapes", "multi")
+    __slots__ = ("kind", "fn", "inputs", "arrays", "attrs", "outs", "grad", "where", "shapes", "multi", "needs", "meta",
+                 "n_out")
 
     def __init__(self, kind: str, fn, inputs=(), arrays=(), attrs=None, outs=(), where=None) -> None:
         self.kind, self.fn, self.inputs, self.arrays, self.attrs = kind, fn, inputs, arrays, attrs
@@ -59,6 +60,9 @@ class Instr:
         self.grad = MODE.grad  # the grad mode it ran under: a replay restores it
         self.shapes = ()
         self.multi = False  # an op whose forward returned a tuple (even of one)
+        self.needs = None  # a recorded op: whether each input needed a gradient (its node's edges), ...
+        self.meta = None  # ... its node's `meta` (the inputs whose gradient is reduced), and its node's n_out
+        self.n_out = 1
 
     def name(self) -> str:
         f = self.fn
@@ -73,7 +77,7 @@ class Trace:
 
     def __init__(self) -> None:
         self.instrs: list[Instr] = []
-        self.values: list[tuple] = []  # per value: (is_tensor, shape, dtype)
+        self.values: list[tuple] = []  # per value: (is_tensor, shape, dtype, requires_grad, is_leaf)
         self.inputs: list[int] = []  # value index of each tensor/array leaf of the arguments
         self.externs: list[Tensor] = []
         self.output = None  # the result's structure with refs at the leaves (see `Tracer.spec`)
@@ -184,7 +188,8 @@ class Tracer:
     def new_value(self, obj, is_tensor: bool) -> int:
         i = len(self.trace.values)
         arr = obj._data if is_tensor else obj
-        self.trace.values.append((is_tensor, getattr(arr, "shape", ()), getattr(arr, "dtype", None)))
+        self.trace.values.append((is_tensor, getattr(arr, "shape", ()), getattr(arr, "dtype", None),
+                                  is_tensor and obj._requires_grad, not is_tensor or obj._edge is None))
         (self.tensor_ids if is_tensor else self.array_ids)[id(obj)] = i
         if isinstance(arr, np.ndarray):
             self.bases.setdefault(_root(arr), i)
@@ -304,6 +309,14 @@ class Tracer:
         ins = Instr("op", cls, in_refs, arr_refs, dict(attrs) if attrs else None, outs, None)
         ins.shapes = tuple(self.trace.values[i][1] for i in outs)
         ins.multi = out.__class__ is tuple
+        first = out[0] if ins.multi and out else out
+        if not ins.multi or out:
+            e = first._edge
+            if e is not None:
+                node = e.node if e.__class__ is Slot else e
+                ins.needs = tuple(x is not None for x in node.next)
+                ins.meta = getattr(node, "meta", None)
+                ins.n_out = node.n_out
         self.trace.instrs.append(ins)
         return out
 
