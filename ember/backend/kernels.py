@@ -1,4 +1,5 @@
-"""Fused CUDA kernels for the optimizers' hot update chains, each beside its NumPy reference.
+"""Fused CUDA kernels for the optimizers' hot update chains, each beside its NumPy reference (and,
+on the CPU with numba installed, the same chains as parallel loops: cpu_kernels.py).
 
 An Adam step written with ufuncs is a dozen passes over memory and as many kernel launches per
 parameter; on a GPU one elementwise kernel reads p, d, m, v once and writes them once. Each update
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import cuda_backend
+from . import cpu_kernels, cuda_backend
 
 __all__ = ["KERNELS", "adam_", "sgd_momentum_", "lerp_", "ema_sq_"]
 
@@ -107,6 +108,8 @@ def adam_(p, d, m, v, vmax, w1: float, beta2: float, bc2_sqrt: float, eps: float
         else:
             k(d, *scalars, p, m, v, vmax)
         return
+    if cpu_kernels.usable(p) and cpu_kernels.adam(p, d, m, v, vmax, w1, beta2, bc2_sqrt, eps, neg_step_size):
+        return  # one parallel loop (numba, the `compile` extra): the same arithmetic, bit for bit
     adam_reference(p, d, m, v, vmax, w1, beta2, bc2_sqrt, eps, neg_step_size, tmp)
 
 
@@ -136,6 +139,8 @@ def sgd_momentum_(p, d, b, mu: float, dampening: float, neg_lr: float, first: bo
         T = p.dtype.type
         k(d, T(mu), T(1 - dampening), T(neg_lr), bool(first), bool(nesterov), p, b)
         return
+    if cpu_kernels.usable(p) and cpu_kernels.sgd_momentum(p, d, b, mu, dampening, neg_lr, first, nesterov):
+        return  # one parallel loop (numba, the `compile` extra): the same arithmetic, bit for bit
     sgd_momentum_reference(p, d, b, mu, dampening, neg_lr, first, nesterov, tmp)
 
 
