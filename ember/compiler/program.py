@@ -96,7 +96,7 @@ class Program:
         self.form = "flat" if not needs_graph else "static" if static and self.static_why is None else "graph"
         self.graph = self.form == "graph"
         # static form: values a recorded op keeps for its backward live until the backward ran
-        self._saved = {r[1] for i in self.instrs if i.kind == "op" and i.needs is not None
+        self._saved = {r[1] for i in self.instrs if i.kind == "op" and i.needs is not None and i.fn.saves_inputs
                        for r in i.inputs if r[0] == "v"} if self.form == "static" else set()
         self.source, self.run = self._generate()
 
