@@ -48,29 +48,52 @@ def reset() -> None:
 
 
 class _Entry:
-    __slots__ = ("program", "modules", "externs", "breaks", "trace")
+    __slots__ = ("program", "modules", "externs", "breaks", "trace", "holds")
 
     def __init__(self, trace, program: Program | None) -> None:
         self.trace, self.program = trace, program
         self.breaks = trace.breaks
         self.modules = [(m, m.training) for m in trace.modules]
         self.externs = [(e, _owner(e, trace.modules), e._data.shape, e._data.dtype, e._data.__class__,
-                         e._requires_grad) for e in trace.externs]
+                         e._requires_grad, e._hooks is None) for e in trace.externs]
+        self.holds = self._generate()
+
+    def _generate(self):
+        """`failed_check`'s test as one generated boolean expression (a call checks it before every replay)."""
+        ns: dict = {}
+        terms = []
+        for k, (m, flag) in enumerate(self.modules):
+            ns[f"m{k}"] = m
+            terms.append(f"m{k}.training is {flag}")
+        for k, (e, owner, shape, dtype, cls, rg, nohooks) in enumerate(self.externs):
+            ns[f"e{k}"], ns[f"s{k}"], ns[f"d{k}"], ns[f"c{k}"] = e, shape, dtype, cls
+            terms.append(f"e{k}._data.shape == s{k} and e{k}._data.dtype == d{k} and e{k}._data.__class__ is c{k} "
+                         f"and e{k}._requires_grad is {rg} and (e{k}._hooks is None) is {nohooks}")
+            if owner is not None:
+                ns[f"t{k}"], ns[f"n{k}"] = owner[0].__dict__[owner[1]], owner[2]
+                terms.append(f"t{k}.get(n{k}) is e{k}")
+        src = "def holds():\n    return " + (" and ".join(terms) or "True") + "\n"
+        exec(compile(src, "<ember.compile guards>", "exec"), ns)
+        return ns["holds"]
 
     def failed_check(self) -> str | None:
         """The first check that fails now, in words; None when the entry applies."""
+        if self.holds():
+            return None
         for m, flag in self.modules:
             if m.training is not flag:
                 return f"{type(m).__name__}.training changed to {m.training}"
-        for e, owner, shape, dtype, cls, rg in self.externs:
+        for e, owner, shape, dtype, cls, rg, nohooks in self.externs:
             d = e._data
             if d.shape != shape or d.dtype != dtype or d.__class__ is not cls or e._requires_grad is not rg:
                 return f"a parameter/buffer of shape {list(shape)} changed to {list(d.shape)}, {e.dtype}"
+            if (e._hooks is None) is not nohooks:
+                return f"hooks were {'added to' if nohooks else 'removed from'} a tensor of shape {list(shape)}"
             if owner is not None:
                 mod, table, name = owner
                 if mod.__dict__[table].get(name) is not e:
                     return f"{type(mod).__name__}.{name} was replaced by another tensor"
-        return None
+        return "a guard changed"
 
 
 def _owner(e, modules):
@@ -137,7 +160,7 @@ class CompiledFunction:
             entries = self.cache.get((star, env))
         if entries is not None:
             for entry in entries:
-                if entry.failed_check() is None:
+                if entry.holds():
                     if entry.program is None:
                         self.stats["eager"] += 1
                         self._compile_children()
