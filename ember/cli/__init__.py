@@ -96,6 +96,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="data-parallel over MPI: launch N copies with `mpiexec -n N python -m mpi4py -m ember train "
                         "--distributed ...`; --batch-size is the global batch (split evenly over the processes), "
                         "metrics are all-reduced, and only rank 0 prints and writes files")
+    p.add_argument("--compile", action="store_true",
+                   help="ember.compile the whole training step (forward, loss, backward and the optimizer's update, "
+                        "captured once per batch shape and replayed), or the model where the step cannot be "
+                        "captured whole, and the evaluation forward; the same numbers as without it (not with "
+                        "--distributed)")
 
     p = sub.add_parser("evaluate", help="evaluate a saved model on a dataset's test split")
     p.add_argument("--checkpoint", required=True, help="model.safetensors or checkpoint.safetensors from train")
@@ -107,6 +112,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="where mnist, fashion-mnist and cifar10 live (default: ./%(default)s)")
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes (default: %(default)s)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: %(default)s)")
+    p.add_argument("--compile", action="store_true", help="run the model's forward under ember.compile")
 
     p = sub.add_parser("data", help="fetch datasets")
     data_sub = p.add_subparsers(dest="data_command", required=True, metavar="ACTION", parser_class=_Parser)

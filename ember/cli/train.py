@@ -12,6 +12,11 @@ A training loss that becomes NaN or infinite stops the run in the step where it 
 line naming the epoch, the step and the value, and exit status 3 (`DIVERGED`); the checkpoint of the
 last completed epoch stays as it was, and `metrics.json` gets a "diverged" record.
 
+`--compile` hands the whole training step (forward, loss, backward and the optimizer's update) to
+`ember.compile`: captured once per batch shape, then replayed without the Python code; the numbers are
+eager's. Where the step cannot be captured whole (a graph break), it runs with the model compiled instead
+(`ember.compile(model)`). Evaluation runs the compiled model. Checkpoints hold the bare model, as without it.
+
 `--resume` continues from `OUT/checkpoint.safetensors`, which must exist. Everything random
 (initialisation, shuffling, dropout, augmentation, worker seeds) draws from ember's default
 generator, whose state the checkpoint carries, so a run killed at any moment and resumed ends with
@@ -230,14 +235,68 @@ def _progress(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="batch", leave=False, disable=None, dynamic_ncols=True)
 
 
+def train_step(model, opt) -> Callable:
+    """One optimizer step on a batch, `step(x, y) -> (the detached loss, how many predictions were right)`:
+    what `train_one_epoch` runs, and what `--compile` hands to ember.compile whole."""
+    def step(x, y):
+        logits, y = _flat(model(x), y)
+        loss = F.cross_entropy(logits, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.detach(), (logits.argmax(dim=1) == y).sum()
+    return step
+
+
+class CompiledStep:
+    """`--compile`: `train_step(model, opt)` under ember.compile, captured once per batch shape and replayed
+    (forward, backward and the optimizer's update in one program). Where a capture breaks (the step would
+    then run eagerly), the step runs with the model compiled instead, `ember.compile(model)`, and `note`
+    says why. `summary()` is one line on what ran."""
+
+    def __init__(self, model, opt) -> None:
+        self.model, self.opt = model, opt
+        self.whole = ember.compile(train_step(model, opt))
+        self.fallback: Callable | None = None
+        self.model_compiled = None
+        self.note: str | None = None
+
+    def __call__(self, x, y):
+        if self.fallback is not None:
+            return self.fallback(x, y)
+        out = self.whole(x, y)
+        if self.whole.stats["eager"]:  # this batch's capture broke: the whole step cannot be replayed
+            self.model_compiled = ember.compile(self.model)
+            self.fallback = train_step(self.model_compiled, self.opt)
+            self.note = (f"ember.compile: the training step cannot be captured whole ({self._breaks()}); the model "
+                         f"is compiled instead")
+        return out
+
+    def _breaks(self) -> str:
+        reasons = [f"{r} at {w}" for entries in self.whole.cache.values() for e in entries if e.program is None
+                   for r, w in e.breaks]
+        return "; ".join(dict.fromkeys(reasons)) or "a graph break"
+
+    def summary(self) -> str:
+        s = self.whole.stats
+        if self.fallback is None:
+            return (f"ember.compile: the training step ran as {_count(s['captures'], 'captured program')}, "
+                    f"replayed {_count(s['replays'], 'time')}")
+        m = self.model_compiled.__dict__["_compiled"].stats
+        return (f"{self.note}: {_count(m['captures'], 'captured program')}, replayed {_count(m['replays'], 'time')}, "
+                f"{_count(m['eager'], 'eager call')} (its children compiled where it broke)")
+
+
 def train_one_epoch(model, opt, loader: DataLoader, desc: str, reduce: bool = False,
-                    bar: bool = True) -> tuple[float, float, float]:
+                    bar: bool = True, step: Callable | None = None) -> tuple[float, float, float]:
     """One pass over `loader` on the model's device: (mean loss, accuracy, seconds).
     `reduce`: loss and accuracy are all-reduced over the process group (every rank's shard);
-    `bar`: show a progress bar (rank 0 only under --distributed).
+    `bar`: show a progress bar (rank 0 only under --distributed); `step`: what runs each batch (default
+    `train_step(model, opt)`; `--compile`: a CompiledStep).
     Raises Diverged in the step whose loss (this rank's) is NaN or infinite."""
     model.train()
     dev = _device_of(model)
+    step = step or train_step(model, opt)
     bar = _progress(len(loader), desc) if bar else None
     total_loss, correct, n = 0.0, 0, 0
     t0 = time.perf_counter()
@@ -245,17 +304,14 @@ def train_one_epoch(model, opt, loader: DataLoader, desc: str, reduce: bool = Fa
         for i, (x, y) in enumerate(loader):
             # batches come pinned on CUDA (see `train`), so these copies are asynchronous
             x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-            logits, y = _flat(model(x), y)
-            loss = F.cross_entropy(logits, y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            loss, hits = step(x, y)
             step_loss = loss.item()  # read for the running mean anyway: checking it costs no extra sync
             if not math.isfinite(step_loss):
                 raise Diverged("training", i + 1, step_loss)
-            total_loss += step_loss * len(y)
-            correct += int((logits.argmax(dim=1) == y).sum().item())
-            n += len(y)
+            count = y.numel()  # samples, or predicted characters of sequence models
+            total_loss += step_loss * count
+            correct += int(hits.item())
+            n += count
             if bar is not None:
                 bar.update(1)
                 if i % 10 == 0:
@@ -425,6 +481,11 @@ def train(args: argparse.Namespace) -> int:
         raise CLIError(f"--resume: there is no checkpoint to continue from at {ckpt_path}; pass the --out of the "
                        f"run to continue, or leave out --resume to start a new run")
     distributed = bool(getattr(args, "distributed", False))
+    compiled = bool(getattr(args, "compile", False))
+    if compiled and distributed:
+        raise CLIError("--compile does not combine with --distributed yet (DistributedDataParallel's gradient hooks "
+                       "run Python code at every step, which a captured program cannot replay); leave out one of "
+                       "them")
     rank, world = _init_distributed(cfg["batch_size"]) if distributed else (0, 1)
     lead = rank == 0
     log = print if lead else (lambda *a, **k: None)
@@ -472,14 +533,16 @@ def train(args: argparse.Namespace) -> int:
         train_loader = DataLoader(data.train, batch_size=cfg["batch_size"], shuffle=True, num_workers=args.workers,
                                   pin_memory=pin)
         test_loader = DataLoader(data.test, batch_size=1000, num_workers=args.workers, pin_memory=pin)
+    step = CompiledStep(net, opt) if compiled else None
+    evaluated = ember.compile(model) if compiled else model  # what the per-epoch test runs
     if lead:  # only now: a run that fails on its data or model leaves no empty folder behind
         os.makedirs(out, exist_ok=True)
     par = f", {_count(world, 'process')} x batch {cfg['batch_size'] // world}" if distributed else ""
     log(f"ember {ember.__version__}: {cfg['model']} ({_count(count_parameters(model), 'parameter')}) on "
         f"{cfg['dataset']} ({len(data.train):,} train / {len(data.test):,} test), {cfg['optimizer']} lr={cfg['lr']:g} "
         f"weight_decay={cfg['weight_decay']:g} scheduler={cfg['scheduler']}, batch {cfg['batch_size']}{par}, "
-        f"{_count(cfg['epochs'], 'epoch')}, seed {cfg['seed']}, {_count(args.workers, 'worker')}, device {device} "
-        f"-> {out}")
+        f"{_count(cfg['epochs'], 'epoch')}, seed {cfg['seed']}, {_count(args.workers, 'worker')}, device {device}"
+        f"{', ember.compile' if compiled else ''} -> {out}")
     for epoch in range(start + 1, cfg["epochs"] + 1):
         if sampler is not None:
             sampler.set_epoch(epoch)  # a fresh shuffle each epoch, the same on every rank
@@ -487,9 +550,9 @@ def train(args: argparse.Namespace) -> int:
         try:
             train_loss, train_acc, seconds = train_one_epoch(net, opt, train_loader,
                                                              f"epoch {epoch}/{cfg['epochs']}", reduce=distributed,
-                                                             bar=lead)
+                                                             bar=lead, step=step)
             # evaluated on the bare module: DDP's forward may run collectives, and shards differ in batches
-            test_loss, test_acc = run_epoch_eval(model, test_loader, reduce=distributed)
+            test_loss, test_acc = run_epoch_eval(evaluated, test_loader, reduce=distributed)
             if not math.isfinite(test_loss):  # the epoch's last update broke the weights: not a checkpoint to keep
                 raise Diverged("test", len(train_loader), test_loss)
         except Diverged as d:  # under --distributed the rank that sees it reports it; its exit aborts the job
@@ -507,6 +570,8 @@ def train(args: argparse.Namespace) -> int:
                         "rng": ember.get_rng_state(), "config": cfg, "model_config": model_cfg, "metrics": history},
                        ckpt_path)
 
+    if step is not None:
+        log(step.summary())
     status = _finish(args, out, model, model_cfg, cfg, history, data, device, test_loader) if lead else 0
     if distributed:
         # every rank exits with rank 0's verdict (a non-zero status under `python -m mpi4py` aborts the job)
@@ -626,8 +691,9 @@ def evaluate_checkpoint(args: argparse.Namespace) -> int:
                                                     f"{data.num_classes}")
     if data.vocab is not None and cfg.get("vocab", data.vocab) != data.vocab:
         raise _mismatch(args.checkpoint, cfg, name, f"its vocabulary differs from that of {name}")
-    loss, acc = run_epoch_eval(model, DataLoader(data.test, batch_size=1000, num_workers=args.workers,
-                                                 pin_memory=_device_of(model).type == "cuda"))
+    net = ember.compile(model) if getattr(args, "compile", False) else model
+    loss, acc = run_epoch_eval(net, DataLoader(data.test, batch_size=1000, num_workers=args.workers,
+                                               pin_memory=_device_of(model).type == "cuda"))
     print(f"{args.checkpoint}: {cfg['model']} on {name} test split ({_count(len(data.test), 'sample')}): "
           f"loss {loss:.4f}, accuracy {acc:.4f}")
     return 0

@@ -56,12 +56,43 @@ class _Entry:
         self.modules = [(m, m.training) for m in trace.modules]
         self.externs = [(e, _owner(e, trace.modules), e._data.shape, e._data.dtype, e._data.__class__,
                          e._requires_grad, e._hooks is None) for e in trace.externs]
-        self.holds = self._generate()
+        # an entry that broke runs the function eagerly for its key, whatever else changes (its Python state,
+        # a counter the break was about, changes at every call by design)
+        self.holds = self._generate() if program is not None else _always
+
+    def _python_values(self):
+        """(where, container, key, value) of each Python value the captured code depended on: the globals its
+        user code names, the function's closure cells, and the attributes and children of its modules."""
+        out = []
+        for g, names in self.trace.globals.values():
+            for name, v in names.items():
+                out.append((f"global {name!r}", g, name, v))
+        fn = self.trace.fn
+        fn = getattr(fn, "__func__", fn)
+        for name, cell in zip(getattr(getattr(fn, "__code__", None), "co_freevars", ()), getattr(fn, "__closure__", None) or ()):
+            try:
+                out.append((f"closure variable {name!r}", cell, None, cell.cell_contents))
+            except ValueError:  # an empty cell
+                pass
+        for m in self.trace.modules:
+            d = m.__dict__
+            for k, v in d.items():
+                if not k.startswith("_") and k != "training":
+                    out.append((f"{type(m).__name__}.{k}", d, k, v))
+            for k, v in d["_modules"].items():
+                out.append((f"{type(m).__name__}.{k} (a submodule)", d["_modules"], k, v))
+        return out
 
     def _generate(self):
         """`failed_check`'s test as one generated boolean expression (a call checks it before every replay)."""
         ns: dict = {}
         terms = []
+        for k, (_, box, key, v) in enumerate(self._python_values()):
+            ns[f"b{k}"], ns[f"v{k}"] = box, v
+            get = f"b{k}.cell_contents" if key is None else f"b{k}.get({key!r}, _missing)"
+            # simple values by value (a hyperparameter set to an equal number keeps the program), others by identity
+            terms.append(f"({get} is v{k} or {get} == v{k})" if _simple(v) else f"{get} is v{k}")
+        ns["_missing"] = _MISSING
         for k, (m, flag) in enumerate(self.modules):
             ns[f"m{k}"] = m
             terms.append(f"m{k}.training is {flag}")
@@ -80,6 +111,10 @@ class _Entry:
         """The first check that fails now, in words; None when the entry applies."""
         if self.holds():
             return None
+        for where, box, key, v in self._python_values():
+            now = box.cell_contents if key is None else box.get(key, _MISSING)
+            if not (now is v or (_simple(v) and now == v)):
+                return f"{where} changed from {v!r} to {now!r}"
         for m, flag in self.modules:
             if m.training is not flag:
                 return f"{type(m).__name__}.training changed to {m.training}"
@@ -94,6 +129,20 @@ class _Entry:
                 if mod.__dict__[table].get(name) is not e:
                     return f"{type(mod).__name__}.{name} was replaced by another tensor"
         return "a guard changed"
+
+
+_MISSING = object()
+
+
+def _always() -> bool:
+    return True
+
+
+def _simple(v) -> bool:
+    """A value guarded by equality: a number, a string, None, or a tuple of them."""
+    if v is None or isinstance(v, (bool, int, float, complex, str)):
+        return True
+    return isinstance(v, tuple) and all(_simple(x) for x in v)
 
 
 def _owner(e, modules):
@@ -189,6 +238,7 @@ class CompiledFunction:
         self.stats["captures"] += 1
         result = tracer.run(self.fn, args, kwargs)
         trace = tracer.trace
+        trace.fn = self.fn
         trace.why = why
         program = None if trace.breaks else Program(trace)
         entry = _Entry(trace, program)

@@ -44,15 +44,29 @@ def _is_pure(ins: Instr) -> bool:
 
 
 def _refs(ins: Instr):
-    """Every value reference an instruction reads."""
+    """Every value reference an instruction reads (looking inside sequences)."""
     for r in ins.inputs or ():
-        yield r
+        yield from _deep(r)
     for r in ins.arrays or ():
-        yield r
-    if ins.kind in ("host",) and ins.attrs:
-        yield from ins.attrs.values()
+        yield from _deep(r)
+    if ins.kind == "host" and ins.attrs:
+        for r in ins.attrs.values():
+            yield from _deep(r)
+    if ins.attr_refs:
+        for r in ins.attr_refs.values():
+            yield from _deep(r)
     if ins.kind == "backward" and ins.attrs.get("inputs"):
-        yield from ins.attrs["inputs"]
+        for r in ins.attrs["inputs"]:
+            yield from _deep(r)
+
+
+def _deep(r):
+    if isinstance(r, tuple) and r:
+        if r[0] == "seq":
+            for e in r[2]:
+                yield from _deep(e)
+        else:
+            yield r
 
 
 def _spec_refs(spec):
@@ -134,6 +148,8 @@ class Program:
                 return f"E{r[1]}"
             if kind == "c":
                 return const(r[1])
+            if kind == "seq":
+                return _seq(r, tensor_ref)
             return array_ref(r)  # an array derived from a value (a cast, a reshape) in a constant's place
 
         def array_ref(r) -> str:  # the reference as an array for forward
@@ -153,7 +169,18 @@ class Program:
                 return f"{base}.reshape({const(r[2])})"
             if kind == "ecast":
                 return f"E{r[1]}._data.astype({const(r[2])})"
+            if kind == "seq":
+                return _seq(r, array_ref)
             return const(r[1])
+
+        def _seq(r, each) -> str:
+            items = "".join(each(e) + ", " for e in r[2])
+            return f"({items})" if r[1] is tuple else f"[{items}]"
+
+        def attrs_expr(ins) -> str:  # the attributes as one dict: a constant, or built from references
+            if ins.attr_refs is None:
+                return const(ins.attrs)
+            return "{" + ", ".join(f"{k!r}: {tensor_ref(r)}" for k, r in ins.attr_refs.items()) + "}"
 
         lines = ["def run(I):"]
         for k, v in enumerate(trace.inputs):
@@ -177,11 +204,11 @@ class Program:
                                                           _multi(ins) else "")
             if ins.kind == "op":
                 K = const(ins.fn)
-                A = f", **{const(ins.attrs)}" if ins.attrs else ""
+                A = f", **{attrs_expr(ins)}" if ins.attrs else ""
                 if graph:
                     ins_s = "(" + "".join(tensor_ref(r) + ", " for r in ins.inputs) + ")"
                     arr_s = "(" + "".join(array_ref(r) + ", " for r in ins.arrays) + ")"
-                    attrs = const(ins.attrs) if ins.attrs else "None"
+                    attrs = attrs_expr(ins) if ins.attrs else "None"
                     body.append(f"{outs} = D(N({K}), {ins_s}, {arr_s}, {attrs})")
                 else:
                     F = const(ins.fn.forward)
@@ -222,6 +249,9 @@ class Program:
                     body.append(f"_copy({array_ref(t)}, {array_ref(r)})")
                     if t[0] == "e":
                         body.append(f"_bump(E{t[1]})")
+            elif ins.kind == "view":
+                if graph:  # (flat and static replays have no graph for a view to be part of)
+                    body.append(f"{const(ins.fn)}({tensor_ref(ins.inputs[0])}, {tensor_ref(ins.inputs[1])})")
             elif ins.kind == "detach":
                 (r,) = ins.inputs
                 o = ins.outs[0]
@@ -335,8 +365,8 @@ def _static_refusal(trace: Trace, instrs: list[Instr]) -> str | None:
     if len(B.inputs) != 1 or B.inputs[0][0] != "v" or values[B.inputs[0][1]][1] != ():
         return "backward of something other than one scalar"
     for k, ins in enumerate(instrs):
-        if ins.kind == "commit":
-            return "an in-place op"
+        if ins.kind == "commit" and not (ins.inputs[0][0] == "e" and not trace.externs[ins.inputs[0][1]]._requires_grad):
+            return "an in-place op on a tensor in the graph"  # (writes into buffers, as batch norm's, are fine)
         if ins.kind == "op" and ins.needs is not None:
             if k > n:
                 return "an op recorded for backward after the backward"

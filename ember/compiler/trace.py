@@ -52,7 +52,7 @@ class Instr:
     "call" (an opaque method call) and "grad" (autograd.grad)."""
 
     __slots__ = ("kind", "fn", "inputs", "arrays", "attrs", "outs", "grad", "where", "shapes", "multi", "needs", "meta",
-                 "n_out")
+                 "n_out", "attr_refs")
 
     def __init__(self, kind: str, fn, inputs=(), arrays=(), attrs=None, outs=(), where=None) -> None:
         self.kind, self.fn, self.inputs, self.arrays, self.attrs = kind, fn, inputs, arrays, attrs
@@ -63,6 +63,7 @@ class Instr:
         self.needs = None  # a recorded op: whether each input needed a gradient (its node's edges), ...
         self.meta = None  # ... its node's `meta` (the inputs whose gradient is reduced), and its node's n_out
         self.n_out = 1
+        self.attr_refs = None  # an op's attributes as references, when one of them is not a constant
 
     def name(self) -> str:
         f = self.fn
@@ -83,7 +84,9 @@ class Trace:
         self.output = None  # the result's structure with refs at the leaves (see `Tracer.spec`)
         self.breaks: list[tuple[str, str]] = []  # (reason, "file:line")
         self.modules: list = []  # modules whose forward ran (their training flags are guarded)
+        self.globals: dict = {}  # id(globals dict) -> (the dict, {name: value when captured}) of user code
         self.recorded = False  # some op recorded a graph node (a replay must record too)
+        self.fn = None  # the function captured (its closure is guarded)
 
 
 def user_frame() -> str:
@@ -106,11 +109,14 @@ class Tracer:
         self.array_ids: dict[int, int] = {}
         self.extern_ids: dict[int, int] = {}
         self.created: set[int] = set()  # ids of tensors made while capturing
+        self.made_where: dict[int, str] = {}  # id -> "file:line" for those made outside recorded steps
         self.grads: dict[int, int] = {}  # id(p.grad) -> extern index of p, after a backward
         self.keep: list = []  # everything whose id is a key above stays alive while capturing
         self.codes: dict = {}  # user code objects that ran
         self.user_frames: set[int] = set()  # ids of the live frames running user code
         self._module_ids: set[int] = set()
+        self.reads = 0  # reads of a computed tensor's array by the ops' wrappers since the last instruction
+        self.swapped: list = []  # (tensor, its class) for every tensor `_watch` changed
         self.bases: dict[int, int] = {}  # id of the memory owner of a value's array -> the first such value
         self.keep_values: dict[int, object] = {}  # value index -> its array at capture
 
@@ -129,6 +135,8 @@ class Tracer:
             sys.setprofile(prev_profile)
             set_make_hook(None)
             _capture.set_active(None)
+            for t, cls in self.swapped:
+                t.__class__ = cls
         self._scan_side_effects()
         if not self.trace.breaks:
             self.trace.output = self.spec(result)
@@ -137,6 +145,8 @@ class Tracer:
     def _made(self, t) -> None:
         self.created.add(id(t))
         self.keep.append(t)
+        if self.depth == 0:  # made outside any recorded step (by an op ember does not capture): remember where
+            self.made_where[id(t)] = user_frame()
 
     def _profile(self, frame, event: str, arg) -> None:
         if event == "call":
@@ -151,6 +161,11 @@ class Tracer:
                         id(back) in self.user_frames or back.f_code.co_filename in _CALLERS):
                     self.user_frames.add(id(frame))
                     self.codes[code] = None
+                    g = frame.f_globals  # the globals this code may read: guarded by value or identity
+                    seen = self.trace.globals.setdefault(id(g), (g, {}))[1]
+                    for name in code.co_names:
+                        if name not in seen and name in g:
+                            seen[name] = g[name]
             else:
                 m = frame.f_locals.get("self")
                 if m is not None and id(m) not in self._module_ids and _is_module(m) and code.co_name == "__call__":
@@ -170,6 +185,10 @@ class Tracer:
                                 f"{code.co_filename}:{line}")
                     return
 
+    def _append(self, ins: Instr) -> None:
+        self.trace.instrs.append(ins)
+        self.reads = 0
+
     # ------------------------------------------------------------------ breaks
     def graph_break(self, reason: str, t) -> None:
         where = user_frame()
@@ -185,7 +204,18 @@ class Tracer:
                              f"fullgraph=False to run that part eagerly.")
 
     # ------------------------------------------------------------------ values and references
+    def _watch(self, t) -> None:
+        """Have reads of t's array outside the ops counted (`reads`): t becomes, for the capture, an
+        instance of a subclass whose `_data` is a property (restored in `run`)."""
+        cls = t.__class__
+        w = _watched_class(cls)
+        if w is not cls:
+            t.__class__ = w
+            self.swapped.append((t, cls))
+
     def new_value(self, obj, is_tensor: bool) -> int:
+        if is_tensor:
+            self._watch(obj)
         i = len(self.trace.values)
         arr = obj._data if is_tensor else obj
         self.trace.values.append((is_tensor, getattr(arr, "shape", ()), getattr(arr, "dtype", None),
@@ -212,8 +242,9 @@ class Tracer:
             if k is not None:  # p.grad read after a captured backward
                 return ("v", self._getgrad(x, k))
             if id(x) in self.created:
-                self.graph_break(f"{where} is a tensor made outside a captured op (by an op ember does not capture "
-                                 f"yet, such as argmax, nonzero or an integer conversion)", x)
+                self._break(f"{where} is a tensor made outside a captured op (by an op ember does not capture, "
+                            f"such as nonzero or masked_select, whose shape is data-dependent) (a tensor of shape "
+                            f"{list(x.shape)}, {x.dtype})", self.made_where.get(id(x)) or user_frame())
                 return ("e", self._extern(x))
             return ("e", self._extern(x))
         if isinstance(x, np.ndarray) or hasattr(x, "__cuda_array_interface__"):
@@ -228,14 +259,22 @@ class Tracer:
                         and src.flags.c_contiguous and x.ctypes.data == src.ctypes.data):
                     return ("reshape", j, x.shape)
                 self.graph_break(f"{where} is an array viewing a computed tensor's memory", None)
+            elif self.reads:
+                # an array made outside the op right after its wrapper read a computed tensor's array: it may
+                # hold that tensor's values (indices, a mask, an argmax), which a replay would not recompute
+                self.graph_break(f"{where} is an array computed outside the op from a tensor's values", None)
             return ("c", x)
-        if isinstance(x, (tuple, list)) and any(isinstance(e, Tensor) for e in x):
-            self.graph_break(f"{where} holds tensors in a {type(x).__name__}", None)
+        if (x.__class__ is tuple or x.__class__ is list) and x:
+            refs = [self.ref(e, where) for e in x]
+            if any(r[0] != "c" for r in refs):
+                return ("seq", x.__class__, tuple(refs))
         return ("c", x)
 
     def _extern(self, t) -> int:
         k = self.extern_ids.get(id(t))
         if k is None:
+            if t._data.dtype.kind in "iub":  # an index or mask held outside: its reads count too
+                self._watch(t)
             k = len(self.trace.externs)
             self.trace.externs.append(t)
             self.extern_ids[id(t)] = k
@@ -245,7 +284,7 @@ class Tracer:
         self.depth += 1
         try:
             i = self.new_value(g, True)
-            self.trace.instrs.append(Instr("getgrad", None, (("e", k),), outs=(i,)))
+            self._append(Instr("getgrad", None, (("e", k),), outs=(i,)))
         finally:
             self.depth -= 1
         return i
@@ -286,15 +325,16 @@ class Tracer:
     def dispatch(self, node, inputs: tuple, arrays, attrs: dict | None):
         from ..autograd.function import dispatch
         cls = node.__class__
-        if cls.__name__ in DATA_DEPENDENT:
-            self.graph_break(f"{cls.__name__} has a data-dependent output shape", None)
+        if cls.__name__ in DATA_DEPENDENT and _has_bool_array(arrays):
+            self.graph_break(f"{cls.__name__} with a boolean mask has a data-dependent output shape", None)
         in_refs = tuple(self.ref(a) for a in inputs)
         n = len(inputs)
         arr_refs = tuple(self.array_ref(a, inputs[i] if i < n else None) for i, a in enumerate(arrays))
+        attr_refs = None
         if attrs:
-            for k, v in attrs.items():
-                if isinstance(v, Tensor) and id(v) in self.tensor_ids:
-                    self.graph_break(f"{cls.__name__} takes a computed tensor as attribute {k!r}", v)
+            attr_refs = {k: self.ref(v, f"attribute {k!r} of {cls.__name__}") for k, v in attrs.items()}
+            if all(r[0] == "c" for r in attr_refs.values()):
+                attr_refs = None  # constants: the dict itself is replayed
         self.depth += 1
         try:
             out = dispatch(node, inputs, arrays, attrs)
@@ -307,6 +347,7 @@ class Tracer:
         elif out._edge is not None:
             self.trace.recorded = True
         ins = Instr("op", cls, in_refs, arr_refs, dict(attrs) if attrs else None, outs, None)
+        ins.attr_refs = attr_refs
         ins.shapes = tuple(self.trace.values[i][1] for i in outs)
         ins.multi = out.__class__ is tuple
         first = out[0] if ins.multi and out else out
@@ -317,7 +358,7 @@ class Tracer:
                 ins.needs = tuple(x is not None for x in node.next)
                 ins.meta = getattr(node, "meta", None)
                 ins.n_out = node.n_out
-        self.trace.instrs.append(ins)
+        self._append(ins)
         return out
 
     def host(self, fn, args: tuple, kwargs: dict):
@@ -335,7 +376,7 @@ class Tracer:
         i = self.new_value(out, is_t)
         if is_t and out._requires_grad:
             self.trace.recorded = True
-        self.trace.instrs.append(Instr("host", fn, refs, (), krefs, (i,)))
+        self._append(Instr("host", fn, refs, (), krefs, (i,)))
         return out
 
     def opaque(self, fn, args: tuple, kwargs: dict):
@@ -347,7 +388,7 @@ class Tracer:
             out = fn(*args, **kwargs)
         finally:
             self.depth -= 1
-        self.trace.instrs.append(Instr("call", fn, args, (), kwargs, ()))
+        self._append(Instr("call", fn, args, (), kwargs, ()))
         return out
 
     def commit(self, real, t, result, op: str):
@@ -357,15 +398,20 @@ class Tracer:
             out = real(t, result, op)
         finally:
             self.depth -= 1
-        self.trace.instrs.append(Instr("commit", real, (target, value), (), {"op": op}, ()))
+        self._append(Instr("commit", real, (target, value), (), {"op": op}, ()))
         if result._requires_grad:
             self.trace.recorded = True
         return out
 
+    def view(self, out, of) -> None:
+        """`as_view(out, of)` ran: a replay in graph form marks the view again (version counter, graph)."""
+        from ..ops.inplace import as_view
+        self._append(Instr("view", as_view, (self.ref(out), self.ref(of)), (), None, ()))
+
     def detach(self, t, out):
         r = self.ref(t)
         i = self.new_value(out, True)
-        self.trace.instrs.append(Instr("detach", None, (r,), (), None, (i,)))
+        self._append(Instr("detach", None, (r,), (), None, (i,)))
         return out
 
     def backward(self, real, tensors, grad_tensors, retain_graph, create_graph, inputs):
@@ -381,7 +427,7 @@ class Tracer:
             real(tensors, grad_tensors, retain_graph, create_graph, inputs)
         finally:
             self.depth -= 1
-        self.trace.instrs.append(Instr("backward", real, roots, grefs, {"retain_graph": retain_graph, "inputs": irefs}, ()))
+        self._append(Instr("backward", real, roots, grefs, {"retain_graph": retain_graph, "inputs": irefs}, ()))
         # the leaves' .grad are read afresh after a replayed backward
         self.grads = {}
         for k, e in enumerate(self.trace.externs):
@@ -390,7 +436,39 @@ class Tracer:
                 self.keep.append(e._grad)
 
 
-DATA_DEPENDENT = {"MaskedSelect", "Nonzero", "Unique", "BoolIndex"}
+DATA_DEPENDENT = {"GetItem"}  # ops whose output shape depends on the values of a boolean mask among their arrays
+
+
+def _has_bool_array(x, depth: int = 0) -> bool:
+    if getattr(x, "dtype", None) is not None and getattr(x, "ndim", 0) > 0:
+        return x.dtype.kind == "b"
+    if isinstance(x, (tuple, list)) and depth < 4:
+        return any(_has_bool_array(e, depth + 1) for e in x)
+    return False
+
+_SLOT = Tensor.__dict__["_data"]  # the slot's descriptor
+_WATCHED: dict[type, type] = {}
+
+
+def _get_data(self):
+    v = _SLOT.__get__(self)
+    tr = _capture.ACTIVE
+    if tr is not None and tr.depth == 0 and sys._getframe(1).f_code.co_filename != __file__:
+        tr.reads += 1  # (the tracer's own reads are bookkeeping)
+    return v
+
+
+def _watched_class(cls: type) -> type:
+    """The capture-time subclass of `cls` whose `_data` reads are counted (see `Tracer._watch`)."""
+    if cls in _WATCHED.values():
+        return cls
+    w = _WATCHED.get(cls)
+    if w is None:
+        w = type(cls.__name__, (cls,), {"__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                                        "_data": property(_get_data, _SLOT.__set__)})
+        TENSOR_TYPES.add(w)
+        _WATCHED[cls] = w
+    return w
 
 
 def _root(a) -> int:

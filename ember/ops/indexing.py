@@ -28,7 +28,6 @@ from .inplace import check_writable, commit, old_input
 from .inplace import as_view
 from .registry import Exports
 from .. import _capture
-from .._capture import traced
 
 __all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "masked_fill", "masked_select",
            "take_along_dim", "take", "nonzero", "argwhere"]
@@ -414,9 +413,11 @@ def setitem(self: Tensor, index, value) -> None:
         if v.__class__ is not self._data.__class__ and v.__class__ not in (int, float, bool):
             v = _on_device_of(v, self._data)  # a list or NumPy value written into a device tensor
     if not graph:
-        _put(self._data, idx, v)
-        bump_version(self)
-        return
+        if _capture.ACTIVE is None:
+            _put(self._data, idx, v)
+            bump_version(self)
+            return
+        v = value if isinstance(value, Tensor) else v  # a capture records the put and the write
     commit(self, IndexPut.apply(old_input(self, IndexPut), v, idx=idx), "__setitem__")
 
 
@@ -877,7 +878,6 @@ def masked_fill_(self: Tensor, mask: Tensor, value) -> Tensor:
     return _inplace(self, masked_fill, MaskedFill, "masked_fill_", mask, value)
 
 
-@traced
 def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     """The 1-D tensor of input's entries where mask is True (input and mask broadcast)."""
     x = _check(input, "masked_select")
@@ -895,7 +895,6 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------------- nonzero
-@traced
 def nonzero(input: Tensor, *, as_tuple: bool = False):
     """The indices of the non-zero entries: an int64 tensor of shape (n, ndim), or (as_tuple) one 1-D tensor per dim."""
     a = _check(input, "nonzero")._data

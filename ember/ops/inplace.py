@@ -39,6 +39,8 @@ def as_view(out: Tensor, of: Tensor) -> Tensor:
     A view in the graph (`out.requires_grad`) of a non-leaf base is also recorded against the base, so an
     in-place change of the base can give the view a new history; views of leaves and views outside the
     graph cost nothing more (a leaf that requires grad can't be modified in place under autograd)."""
+    if _capture.ACTIVE is not None and _capture.ACTIVE.depth == 0:
+        _capture.ACTIVE.view(out, of)  # a replay marks the view again
     b = of._base
     if b is None:
         b = of
@@ -230,7 +232,7 @@ def _binary_(cls, name: str):
             A.check_bool_sub(self, other)
         o = other if alpha is None or alpha == 1 else other * alpha
         needs_graph = MODE.grad and (self._requires_grad or (isinstance(o, Tensor) and o._requires_grad))
-        if not needs_graph:
+        if not needs_graph and _capture.ACTIVE is None:  # (a capture records the op and the write: below)
             x = self._data
             y = o._data if isinstance(o, Tensor) else o
             if cls is A.Pow:
@@ -310,7 +312,7 @@ def _replace(self: Tensor, value, op: str) -> Tensor:
 
 def _overwrite(self: Tensor, value, op: str) -> Tensor:
     """Replace every value (a scalar or an array of self's shape): the result depends on nothing."""
-    if MODE.grad and self._requires_grad:
+    if (MODE.grad and self._requires_grad) or _capture.ACTIVE is not None:  # (a capture records the write)
         if not isinstance(value, (int, float, bool)):
             with on_device_of(self._data):
                 value = make(value if hasattr(value, "shape") else backend.array_module(self._data).asarray(value))
@@ -395,6 +397,8 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
                            f"of shape {list(self.shape)}") from None
     if MODE.grad and (src._requires_grad or self._requires_grad) and self.is_floating_point():
         return _replace(self, src.to(self.dtype) if src._requires_grad else src, "copy_")
+    if _capture.ACTIVE is not None:  # recorded as an op and a write
+        return _replace(self, src, "copy_")
     self._data[...] = src._data
     bump_version(self)
     return self

@@ -461,6 +461,7 @@ def logical_not(input: Tensor) -> Tensor:
     return make(np.logical_not(input._data))
 
 
+@traced
 def bitwise_not(input: Tensor) -> Tensor:
     if input._data.dtype.kind == "f":
         raise TypeError(f"bitwise_not(): the ~ operator needs a bool or integer tensor, got {input.dtype}; "
@@ -468,14 +469,17 @@ def bitwise_not(input: Tensor) -> Tensor:
     return make(np.invert(input._data))
 
 
+@traced
 def isnan(input: Tensor) -> Tensor:
     return make(np.isnan(input._data))
 
 
+@traced
 def isinf(input: Tensor) -> Tensor:
     return make(np.isinf(input._data))
 
 
+@traced
 def isfinite(input: Tensor) -> Tensor:
     return make(np.isfinite(input._data))
 

@@ -6,6 +6,7 @@ import numbers
 from ..._creation import empty, ones, tensor, zeros
 from ..._dtype import long
 from ..._tensor import Tensor, bump_version
+from ...autograd.grad_mode import no_grad
 from ...ops.nn_norm import batch_norm, group_norm, layer_norm
 from .. import init
 from ..parameter import Parameter
@@ -84,9 +85,9 @@ class _BatchNorm(Module):
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             n = self.num_batches_tracked
-            n._data += 1
-            bump_version(n)
-            factor = 1.0 / float(n._data) if self.momentum is None else self.momentum
+            with no_grad():
+                n.add_(1)
+            factor = 1.0 / n.item() if self.momentum is None else self.momentum  # (a value read: a compile break)
         use_batch = self.training or (self.running_mean is None and self.running_var is None)
         track = not self.training or self.track_running_stats
         return batch_norm(input, self.running_mean if track else None, self.running_var if track else None,
