@@ -27,7 +27,7 @@ from .. import _capture
 from .._tensor import Tensor
 from ..autograd.grad_mode import MODE
 from .program import Program
-from .trace import GraphBreak, Tracer
+from .trace import GraphBreak, SymInt, Tracer
 
 CACHE_SIZE_LIMIT = 8
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -232,6 +232,8 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         why = self._why(key, entries) if self.count else None
         tracer = Tracer(self.fullgraph)
+        if star is not None:
+            tracer.batch = _batch(key[0])
         for x in leaves:
             tracer.add_input(x)
         self.count += 1
@@ -359,6 +361,8 @@ def _batch_baked(trace, b) -> bool:
     def bad(x, depth=0) -> bool:
         if isinstance(x, bool) or x is None:
             return False
+        if isinstance(x, SymInt):
+            return True
         if isinstance(x, (int, np.integer)):
             return x != 0 and x % b == 0
         if isinstance(x, (float, np.floating)):
@@ -372,16 +376,29 @@ def _batch_baked(trace, b) -> bool:
         if isinstance(x, slice):
             return any(bad(e, depth + 1) for e in (x.start, x.stop, x.step))
         return False
+    def consts(r):  # the constants inside a reference
+        if isinstance(r, tuple) and r:
+            if r[0] == "c":
+                yield r[1]
+            elif r[0] == "seq":
+                for e in r[2]:
+                    yield from consts(e)
+            elif r[0] in ("reshape", "cast", "ecast"):
+                yield r[2]
     for ins in trace.instrs:
-        for r in list(ins.inputs or ()) + list(ins.arrays or ()):
-            if isinstance(r, tuple) and r and r[0] == "c" and bad(r[1]):
-                return True
-        if ins.kind in ("op", "host") and ins.attrs:
-            for v in ins.attrs.values():
-                if ins.kind == "host" and isinstance(v, tuple) and v and v[0] == "c":
-                    v = v[1]
-                if bad(v):
+        refs = list(ins.inputs or ()) + list(ins.arrays or ())
+        if ins.kind == "host" and ins.attrs:
+            refs += list(ins.attrs.values())
+        if ins.attr_refs:
+            refs += list(ins.attr_refs.values())
+        for r in refs:
+            if ins.kind == "call":
+                r = ("c", r)  # an opaque call's arguments are plain values
+            for c in consts(r):
+                if bad(c):
                     return True
+        if ins.kind == "op" and ins.attrs and not ins.attr_refs and bad(ins.attrs):
+            return True
     return False
 
 

@@ -28,7 +28,7 @@ import traceback
 import numpy as np
 
 from .. import _capture
-from .._tensor import TENSOR_TYPES, Slot, Tensor
+from .._tensor import TENSOR_TYPES, Size, Slot, Tensor
 from ..autograd.grad_mode import MODE
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -116,6 +116,7 @@ class Tracer:
         self.user_frames: set[int] = set()  # ids of the live frames running user code
         self._module_ids: set[int] = set()
         self.reads = 0  # reads of a computed tensor's array by the ops' wrappers since the last instruction
+        self.batch = None  # a dynamic capture: the batch size, whose reads from shapes become SymInts
         self.swapped: list = []  # (tensor, its class) for every tensor `_watch` changed
         self.bases: dict[int, int] = {}  # id of the memory owner of a value's array -> the first such value
         self.keep_values: dict[int, object] = {}  # value index -> its array at capture
@@ -447,6 +448,7 @@ def _has_bool_array(x, depth: int = 0) -> bool:
     return False
 
 _SLOT = Tensor.__dict__["_data"]  # the slot's descriptor
+_BASE_SHAPE = Tensor.shape.fget
 _WATCHED: dict[type, type] = {}
 
 
@@ -458,6 +460,43 @@ def _get_data(self):
     return v
 
 
+class SymInt(int):
+    """A size read from the batch dimension during a dynamic capture, and what Python computes from it: a
+    constant of the trace that is a SymInt (or holds one) ties the program to this batch size."""
+
+    def _wrap(op):
+        def f(self, *other):
+            r = op(int(self), *other)
+            return SymInt(r) if r.__class__ is int else r
+        return f
+
+    for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__",
+                  "__rfloordiv__", "__mod__", "__rmod__", "__neg__", "__pos__", "__abs__", "__pow__", "__rpow__",
+                  "__truediv__", "__rtruediv__"):
+        locals()[_name] = _wrap(getattr(int, _name))
+    del _name, _wrap
+
+
+def _sym_size(s, b):
+    return Size([SymInt(d) if d == b else d for d in s])
+
+
+def _shape(self):
+    s = _BASE_SHAPE(self)
+    tr = _capture.ACTIVE
+    return _sym_size(s, tr.batch) if tr is not None and tr.batch and tr.depth == 0 else s
+
+
+def _size(self, dim=None):
+    r = Tensor.size(self, dim)
+    tr = _capture.ACTIVE
+    if tr is None or not tr.batch or tr.depth != 0:
+        return r
+    if isinstance(r, tuple):
+        return _sym_size(r, tr.batch)
+    return SymInt(r) if r == tr.batch else r
+
+
 def _watched_class(cls: type) -> type:
     """The capture-time subclass of `cls` whose `_data` reads are counted (see `Tracer._watch`)."""
     if cls in _WATCHED.values():
@@ -465,7 +504,8 @@ def _watched_class(cls: type) -> type:
     w = _WATCHED.get(cls)
     if w is None:
         w = type(cls.__name__, (cls,), {"__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__,
-                                        "_data": property(_get_data, _SLOT.__set__)})
+                                        "_data": property(_get_data, _SLOT.__set__),
+                                        "shape": property(_shape), "size": _size})
         TENSOR_TYPES.add(w)
         _WATCHED[cls] = w
     return w

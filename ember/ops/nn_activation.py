@@ -438,14 +438,22 @@ def dropout_mask(shape: tuple, p: float, dtype: np.dtype, device: backend.device
     return np.multiply(r >= p, 1.0 / (1.0 - p), dtype=dtype)
 
 
-def _dropout(x: Tensor, p: float, training: bool, inplace: bool, mask_shape, op: str) -> Tensor:
+@traced
+def _mask_for(x: Tensor, p: float, keep: int):
+    """`dropout_mask` for x: over its first `keep` dims, broadcast over the rest. (Taking x, not its shape,
+    lets a compiled program draw the mask of each call's batch size.)"""
+    xd = x._data
+    shape = xd.shape[:keep] + (1,) * (xd.ndim - keep)
+    return dropout_mask(shape, p, xd.dtype, backend.CPU if xd.__class__ is np.ndarray else backend.device_of(xd))
+
+
+def _dropout(x: Tensor, p: float, training: bool, inplace: bool, keep: int, op: str) -> Tensor:
     if not training:
         return x
     if x._data.dtype.kind != "f":
         raise RuntimeError(f"{op}(): dropout in training mode needs a floating tensor (the kept values are scaled by "
                            f"1/(1-p)), got {x.dtype}; convert the input with x.float()")
-    xd = x._data
-    mask = dropout_mask(mask_shape, p, xd.dtype, backend.CPU if xd.__class__ is np.ndarray else backend.device_of(xd))
+    mask = _mask_for(x, p, keep)
     if inplace:
         return unary_in_place(lambda t: Dropout.apply(t, mask), op, Dropout)(x)
     return Dropout.apply(x, mask)
@@ -455,7 +463,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     """Zero each element with probability p and scale the rest by 1/(1-p) in training; the identity otherwise."""
     x = _check(input, "dropout")
     p = check_dropout_p(p, "dropout")
-    return _dropout(x, p, training, inplace, x._data.shape, "dropout")
+    return _dropout(x, p, training, inplace, x._data.ndim, "dropout")
 
 
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
@@ -476,8 +484,7 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
     if nd < 2 and training:
         raise RuntimeError(f"dropout2d(): feature dropout requires at least 2 dimensions in the input, got shape "
                            f"{list(x.shape)}")
-    shape = x._data.shape[:2] + (1,) * (nd - 2)
-    return _dropout(x, p, training, inplace, shape, "dropout2d")
+    return _dropout(x, p, training, inplace, 2, "dropout2d")
 
 
 def _softmax_method(self: Tensor, dim: int, dtype=None) -> Tensor:
