@@ -45,6 +45,8 @@ def _is_pure(ins: Instr) -> bool:
 
 def _refs(ins: Instr):
     """Every value reference an instruction reads (looking inside sequences)."""
+    if ins.kind == "call":
+        return  # an opaque call's arguments are plain Python values
     for r in ins.inputs or ():
         yield from _deep(r)
     for r in ins.arrays or ():
