@@ -673,3 +673,20 @@ def test_zero_d_base_views_follow_inplace() -> None:
         res.append((u.detach().numpy().copy(), e.detach().numpy().copy(), x.grad.numpy().copy()))
     for a, b in zip(*res):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_saved_output_overwritten_then_dropped_still_raises():
+    """exp saves its output; writing that output in place must make exp's backward refuse even when the
+    output tensor itself is gone by the time backward runs (it was only a temporary)."""
+    x = ember.randn(3, requires_grad=True)
+
+    def g(x):
+        h = x.exp()
+        h.add_(1)
+        return h
+
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        g(x).sum().backward()
+    y = x.exp()  # the untouched case still works
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.exp(x.detach().numpy()), rtol=1e-6)

@@ -19,7 +19,7 @@ import numpy as np
 from .. import _capture
 from .. import _dtype as dt
 from .. import backend
-from .._tensor import Tensor, bump_version, make
+from .._tensor import Slot, Tensor, bump_version, make
 from ..backend import on_device_of, writable
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE
@@ -80,6 +80,10 @@ def commit(t: Tensor, result: Tensor, op: str) -> Tensor:
         raise RuntimeError(f"{op}: result type {dt.FROM_NP[r.dtype]} can't be cast to the desired output type {t.dtype}")
     if r.shape != t._data.shape:
         raise RuntimeError(f"{op}: output with shape {list(t.shape)} doesn't match the broadcast shape {list(r.shape)}")
+    e = t._edge
+    if e is not None and e.__class__ is not Slot and e.out_version is not None and e.out_version() is t:
+        # t is the saved output of its own node: that node's backward must refuse, even once t itself is gone
+        e.out_version = Overwritten(t)
     if result._requires_grad:
         if t._base is not None and MODE.grad:
             return _commit_view(t, result, op)
@@ -94,6 +98,20 @@ def commit(t: Tensor, result: Tensor, op: str) -> Tensor:
         backend.array_module(t._data).copyto(t._data, r, casting="same_kind")
     bump_version(t)
     return t
+
+
+class Overwritten:
+    """Stands in for the weak reference a node keeps to the output it saved (`Op.out_version`) once that
+    output was written in place: it answers like the tensor (shape, dtype, a nonzero version), so the node's
+    backward raises PyTorch's "modified by an inplace operation" even after the tensor was freed."""
+
+    __slots__ = ("shape", "dtype", "_vc")
+
+    def __init__(self, t: Tensor) -> None:
+        self.shape, self.dtype, self._vc = t.shape, t.dtype, max(1, t._vc + 1)
+
+    def __call__(self) -> "Overwritten":
+        return self
 
 
 def _positions(view, base, unique: bool = True):
