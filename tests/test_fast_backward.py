@@ -26,6 +26,7 @@ from helpers import DEVICE, host, leaf
 import ember
 import ember.nn.functional as F
 from ember.autograd.function import Op
+from ember.ops.arithmetic import Mul
 from ember.ops.nn_activation import Dropout
 from ember.ops.nn_attention import Attention
 from ember.ops.nn_fused import ConvReluPool, conv2d_relu_max_pool2d
@@ -233,7 +234,25 @@ def _dropout(shape, p):
 
 DROPOUT = [("p0.3", _dropout((4, 6), 0.3)), ("p0.5-3d", _dropout((2, 3, 5), 0.5)), ("p1", _dropout((3, 4), 1.0))]
 
-CASES = {Normalize: NORMALIZE, CrossEntropy: CROSS_ENTROPY, Attention: ATTENTION, RNNLayer: RNN,
+def _mul(a_shape, b, b_grad=True):
+    def build(inp):
+        x = inp(*a_shape)
+        if b == "scalar":
+            return x * 1.7
+        if b == "int":
+            return x * inp.ints(5, a_shape)
+        if b == "0-d":  # two 0-d factors: NumPy's product of them is a scalar, not an array
+            return x.sum() * inp(*a_shape).sum()
+        other = inp(*b, grad=b_grad)
+        return x * other
+    return build
+
+
+MUL = [("same-shape", _mul((3, 4), (3, 4))), ("broadcast", _mul((3, 4), (4,))), ("scalar", _mul((5,), "scalar")),
+       ("int-factor", _mul((2, 3), "int")), ("one-side", _mul((3, 4), (3, 4), b_grad=False)),
+       ("0-d", _mul((3,), "0-d"))]
+
+CASES = {Mul: MUL, Normalize: NORMALIZE, CrossEntropy: CROSS_ENTROPY, Attention: ATTENTION, RNNLayer: RNN,
          ConvReluPool: CONV_RELU_POOL, Relu: RELU, Dropout: DROPOUT}
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _dtype as dt
 from .. import backend
-from .._tensor import Tensor, make
+from .._tensor import TENSOR_TYPES, Tensor, make
 from ..backend import on_device_of
 from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
@@ -151,6 +151,11 @@ def _binop(cls, name: str, slow=None):
     return op
 
 
+def _array(r):
+    """A ufunc's result as an array (NumPy gives a scalar for 0-d operands)."""
+    return np.asarray(r) if isinstance(r, _generic) else r
+
+
 # ---------------------------------------------------------------------- differentiable binary ops
 class Add(BinaryOp):
     """z = x + y;  dz/dx = 1, dz/dy = 1."""
@@ -180,6 +185,21 @@ class Mul(BinaryOp):
     def backward(self, gz, x, y):
         nx = self.next
         return (gz * y if nx[0] is not None else None), (gz * x if nx[1] is not None else None)
+
+    def fast_backward(self, gz, x, y):
+        """`backward` on the arrays, in gz's dtype (ember's promotion: an integer or narrower float factor
+        does not widen it); broadcast inputs are summed back by `_reduce` as for `backward`. It skips two
+        Mul ops: ~1.2 µs per call, most of this backward on small tensors (the 100-op chain)."""
+        g = gz._data
+        if g.dtype.kind != "f":
+            return self.backward(gz, x, y)
+        nx = self.next
+        gx = gy = None
+        if nx[0] is not None:
+            gx = make(_array(np.multiply(g, y._data if y.__class__ in TENSOR_TYPES else y, dtype=g.dtype)))
+        if nx[1] is not None:
+            gy = make(_array(np.multiply(g, x._data if x.__class__ in TENSOR_TYPES else x, dtype=g.dtype)))
+        return gx, gy
 
 
 class Div(BinaryOp):
