@@ -23,6 +23,10 @@ from typing import Callable, NamedTuple
 
 IMPLS = ("ember", "numpy", "pytorch")
 COMPILED = "compiled"  # PyTorch with torch.compile(model): an extra column where asked for and where it works
+# ember.compile: `model = ember.compile(model)`, and the whole step compiled (for inference: the compiled no_grad
+# forward); columns where asked for (benchmarks/ember_compile.py builds them: no ember import here)
+EMBER_MODEL, EMBER_STEP = "ember-compile-model", "ember-compile-step"
+EMBER_COMPILED = (EMBER_MODEL, EMBER_STEP)
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
                "NUMEXPR_NUM_THREADS")
 # How idle OpenMP workers wait. Left at each runtime's default: PASSIVE made PyTorch's workers sleep

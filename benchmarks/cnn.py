@@ -23,8 +23,8 @@ import ember.nn as enn
 import ember.nn.functional as F
 from ember.cli.models import build_model
 
-from . import nets
-from ._harness import COMPILED, IMPLS, Skipped, import_torch, in_order, synced, train_step
+from . import ember_compile, nets
+from ._harness import COMPILED, EMBER_COMPILED, IMPLS, Skipped, import_torch, in_order, synced, train_step
 
 __all__ = ["NumpyCNN", "train_cases", "infer_cases", "ember_model", "torch_spec", "LR", "IN_SHAPE", "N_CLASSES"]
 
@@ -293,12 +293,14 @@ def torch_spec(batch: int = 128, train: bool = True) -> dict:
 
 
 # ---------------------------------------------------------------------- cases
-def train_cases(batch: int = 128, impls: Iterable[str] = IMPLS, seed: int = 0,
-                device: str = "cpu") -> dict[str, Callable[[], object] | Skipped]:
+def train_cases(batch: int = 128, impls: Iterable[str] = IMPLS, seed: int = 0, device: str = "cpu",
+                check: bool = True) -> dict[str, Callable[[], object] | Skipped]:
     """{implementation: one SGD training step (zero grads, forward, loss, backward, update)} for each
     of `impls` (PyTorch where installed; "compiled": PyTorch with torch.compile, compiled here, or Skipped
-    saying why not) on fixed random data, all from ember's initial weights. On a CUDA `device` ember and
-    PyTorch run there (steps end with a synchronize) and the NumPy step is left out."""
+    saying why not; the ember.compile columns, captured here and checked against eager unless `check` is
+    False: benchmarks/ember_compile.py) on fixed random data, all from ember's initial weights. On a CUDA
+    `device` ember and PyTorch run there (steps end with a synchronize) and the NumPy step and the
+    ember.compile columns are left out."""
     x_np, y_np = _data(batch, seed)
     model = ember_model(seed)
     out: dict[str, Callable[[], object] | Skipped] = {}
@@ -308,6 +310,9 @@ def train_cases(batch: int = 128, impls: Iterable[str] = IMPLS, seed: int = 0,
         out["pytorch"] = nets.torch_step(torch, torch_spec(batch), **kw)
         if COMPILED in impls:
             out[COMPILED] = nets.compiled_step(torch, torch_spec(batch), **kw)
+    if device == "cpu" and any(k in impls for k in EMBER_COMPILED):  # copies of the initial weights
+        out.update(ember_compile.train_cases(model, lambda m: ember.optim.SGD(m.parameters(), lr=LR), F.cross_entropy,
+                                             ember.from_numpy(x_np), ember.from_numpy(y_np), impls, check))
     if "ember" in impls:
         model.to(device)
         out["ember"] = synced(train_step(model, ember.optim.SGD(model.parameters(), lr=LR), F.cross_entropy,
@@ -322,10 +327,13 @@ def train_cases(batch: int = 128, impls: Iterable[str] = IMPLS, seed: int = 0,
 def infer_cases(batch: int = 1000, impls: Iterable[str] = IMPLS,
                 seed: int = 0) -> dict[str, Callable[[], object] | Skipped]:
     """{implementation: one forward pass under no_grad, returning the logits} for each of `impls`
-    (PyTorch where installed; "compiled" as in train_cases) on fixed random data, all from the same weights."""
+    (PyTorch where installed; "compiled" and the ember.compile columns as in train_cases) on fixed random
+    data, all from the same weights."""
     x_np, _ = _data(batch, seed)
     model = ember_model(seed).eval()
     out: dict[str, Callable[[], object] | Skipped] = {}
+    if any(k in impls for k in EMBER_COMPILED):
+        out.update(ember_compile.infer_cases(model, ember.from_numpy(x_np), impls))
     if "ember" in impls:
         x = ember.from_numpy(x_np)
 

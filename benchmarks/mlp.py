@@ -16,8 +16,8 @@ import numpy as np
 import ember
 import ember.nn as enn
 
-from . import nets
-from ._harness import COMPILED, IMPLS, Skipped, import_torch, in_order, synced, train_step
+from . import ember_compile, nets
+from ._harness import COMPILED, EMBER_COMPILED, IMPLS, Skipped, import_torch, in_order, synced, train_step
 
 D_IN, N_CLASSES, LR, MOMENTUM = 784, 10, 0.01, 0.9
 
@@ -116,12 +116,13 @@ class NumpyMLP:
         return loss
 
 
-def cases(batch: int = 128, width: int = 512, impls=IMPLS, seed: int = 0,
-          device: str = "cpu") -> dict[str, Callable[[], object] | Skipped]:
+def cases(batch: int = 128, width: int = 512, impls=IMPLS, seed: int = 0, device: str = "cpu",
+          check: bool = True) -> dict[str, Callable[[], object] | Skipped]:
     """{implementation: one training step} for each of `impls` (PyTorch where installed; "compiled": PyTorch
-    with torch.compile, compiled here, or Skipped saying why not) on fixed random data, every implementation
-    from ember's initial weights. On a CUDA `device` ember and PyTorch run there (steps end with a
-    synchronize) and the NumPy step is left out."""
+    with torch.compile, compiled here, or Skipped saying why not; the ember.compile columns, captured here and
+    checked against eager unless `check` is False: benchmarks/ember_compile.py) on fixed random data, every
+    implementation from ember's initial weights. On a CUDA `device` ember and PyTorch run there (steps end
+    with a synchronize) and the NumPy step and the ember.compile columns are left out."""
     rng = np.random.default_rng(seed)
     x_np = rng.standard_normal((batch, D_IN)).astype(np.float32)
     y_np = rng.integers(0, N_CLASSES, batch)
@@ -134,6 +135,10 @@ def cases(batch: int = 128, width: int = 512, impls=IMPLS, seed: int = 0,
         out["pytorch"] = nets.torch_step(torch, torch_spec(batch, width), **kw)
         if COMPILED in impls:
             out[COMPILED] = nets.compiled_step(torch, torch_spec(batch, width), **kw)
+    if device == "cpu" and any(k in impls for k in EMBER_COMPILED):  # copies of the initial weights
+        out.update(ember_compile.train_cases(
+            model, lambda m: ember.optim.SGD(m.parameters(), lr=LR, momentum=MOMENTUM), enn.functional.cross_entropy,
+            ember.from_numpy(x_np), ember.from_numpy(y_np), impls, check))
     if "ember" in impls:
         model.to(device)
         out["ember"] = synced(train_step(model, ember.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM),

@@ -1,11 +1,15 @@
 """Per-op overhead: ember against raw NumPy and PyTorch CPU on tiny tensors.
 
-Run from the repository root:  python -m benchmarks.overhead [--json results.json]
+Run from the repository root:  python -m benchmarks.overhead [--json results.json] [--no-compile]
 (or python benchmarks/overhead.py). One process measures every case, interleaving the
 frameworks repeat by repeat (the order rotates each repeat), so drift in machine speed
 hits all of them alike. Each sample times many inner iterations with time.perf_counter_ns
 and gc disabled (as timeit does); a case reports the median of the samples and their
 min-max. A ratio is the median of the per-repeat ratios of paired samples.
+
+The chain is also timed compiled (unless --no-compile): its forward and backward as one function under
+`ember.compile`, captured before timing (its compile time: the capturing call less a warm eager call) and
+checked to give the hand-written gradient; the report says loudly if a timed call did not replay.
 
 Threads: BLAS/OpenMP pools are pinned to 1 thread (the variables of _harness.THREAD_VARS, set
 before NumPy and PyTorch are imported; variables already set by the caller are kept) and
@@ -105,7 +109,47 @@ class Case:
         return statistics.median(self.samples) / 1e3
 
 
-def build_cases(torch) -> list:
+def _chain_function(backward: str):
+    """The chain forward and `backward` as a function of x0 (c, d and tanh from its globals), not compiled;
+    the timed code calls it, compiled, after setting x0.grad = None."""
+    body = "\n".join("    " + line for line in _chain_source("tanh", backward).splitlines())
+    return compile(f"def chain(x0):\n{body}\n", "<benchmark chain>", "exec")
+
+
+def compiled_chain(a_np, c_np, d_np, ones_np, backward: str) -> tuple:
+    """(ember.compile of the chain function, a leaf x0, info): captured on x0 and checked to replay; info holds
+    the compile time (the capturing call less a warm eager call of the same function), the stats and the
+    program's form. Raises AssertionError where it did not replay."""
+    env = {"c": ember.from_numpy(c_np.copy()), "d": ember.from_numpy(d_np.copy()), "tanh": ember.tanh,
+           "ones": ember.from_numpy(ones_np.copy())}
+    exec(_chain_function(backward), env)
+    eager, x_eager = env["chain"], ember.from_numpy(a_np.copy()).requires_grad_()
+    fn, x0 = ember.compile(env["chain"]), ember.from_numpy(a_np.copy()).requires_grad_()
+    for _ in range(2):  # warm
+        x_eager.grad = None
+        eager(x_eager)
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        x_eager.grad = None
+        eager(x_eager)
+        times.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    x0.grad = None
+    fn(x0)
+    capture = time.perf_counter() - t0
+    for _ in range(2):
+        x0.grad = None
+        fn(x0)
+    stats = dict(fn.stats)
+    if stats["replays"] != 2 or stats["eager"] or stats["captures"] != 1:
+        raise AssertionError(f"the compiled chain did not replay: {stats}")
+    forms = [getattr(e.program, "form", "?") for es in fn.cache.values() for e in es if e.program is not None]
+    return fn, x0, {"compile_s": capture - min(times), "capture_s": capture, "eager_s": min(times),
+                    "stats_before_timing": stats, "forms": forms}
+
+
+def build_cases(torch, compiled: bool = True) -> list:
     rng = np.random.default_rng(0)
     a_np, b_np = (rng.standard_normal(SHAPE).astype(np.float32) for _ in range(2))
     c_np = np.full(SHAPE, 0.9, np.float32)
@@ -148,12 +192,19 @@ def build_cases(torch) -> list:
                           _compile(f"{tag}_chain_fwd", _chain_source("tanh", None), env), 1, CHAIN_SAMPLE_MS))
         cases.append(Case(f"{tag}_chain_fwdbwd", f"{name} forward+backward",
                           _compile(f"{tag}_chain_fwdbwd", _chain_source("tanh", bwd), env), 1, CHAIN_SAMPLE_MS))
-    _check_chain_grads(a_np, c_np, d_np, ones_np, torch, use_sum)
+        if tag == "ember" and compiled:
+            fn, x0, info = compiled_chain(a_np, c_np, d_np, ones_np, bwd.split("\n", 1)[1])
+            case = Case("ember_chain_compiled", "ember forward+backward, ember.compile",
+                        _compile("ember_chain_compiled", "x0.grad = None\nchain(x0)", {"x0": x0, "chain": fn}), 1,
+                        CHAIN_SAMPLE_MS)
+            case.compiled, case.info = fn, info
+            cases.append(case)
+    _check_chain_grads(a_np, c_np, d_np, ones_np, torch, use_sum, compiled)
     return cases
 
 
-def _check_chain_grads(a_np, c_np, d_np, ones_np, torch, use_sum: bool) -> None:
-    """The timed code must compute the same gradient in every framework."""
+def _check_chain_grads(a_np, c_np, d_np, ones_np, torch, use_sum: bool, compiled: bool = False) -> None:
+    """The timed code must compute the same gradient in every framework (and compiled, replaying)."""
     env = {"x0": a_np, "c": c_np, "d": d_np, "np": np, "ones": ones_np}
     exec(_numpy_chain_backward_source(), env)
     expect = env["grad"]
@@ -166,10 +217,14 @@ def _check_chain_grads(a_np, c_np, d_np, ones_np, torch, use_sum: bool) -> None:
         got = x0.grad.detach().numpy() if fw is torch else x0.grad.numpy()
         if not np.allclose(got, expect, rtol=1e-4, atol=1e-6):
             raise AssertionError(f"{fw.__name__}: chain gradient differs from the hand-written NumPy one")
+    if compiled:  # the gradient of a replay (the third call), not of the capture
+        _, x0, _ = compiled_chain(a_np, c_np, d_np, ones_np, "x.sum().backward()" if use_sum else "x.backward(ones)")
+        if not np.allclose(x0.grad.numpy(), expect, rtol=1e-4, atol=1e-6):
+            raise AssertionError("ember.compile: the replayed chain's gradient differs from the hand-written NumPy one")
 
 
-def run(repeats: int, torch) -> dict:
-    cases = build_cases(torch)
+def run(repeats: int, torch, compiled: bool = True) -> dict:
+    cases = build_cases(torch, compiled)
     gc.collect()
     gc.freeze()  # park every object alive now outside the collector, so the collect() per sample is cheap
     gc_was = gc.isenabled()
@@ -198,11 +253,26 @@ TARGETS = [  # (what, numerator, denominator, limit)
     ("recorded tiny op vs PyTorch recorded", "ember_op_rec", "torch_op_rec", 0.7),
     ("recorded tiny op vs raw NumPy", "ember_op_rec", "numpy_op", 3.0),
     ("100-op chain forward+backward vs PyTorch", "ember_chain_fwdbwd", "torch_chain_fwdbwd", 0.8),
+    ("100-op chain forward+backward, ember.compile vs eager", "ember_chain_compiled", "ember_chain_fwdbwd", 0.25),
 ]
+COMPILE_S_TARGET = 1.0  # seconds per captured graph
 # ember rows and the PyTorch / NumPy row each is compared with
 TINY_PAIRS = {"ember_op": ("torch_op", "numpy_op"), "ember_op_rec": ("torch_op_rec", "numpy_op")}
 CHAIN_PAIRS = {"ember_chain_fwd": ("torch_chain_fwd", "numpy_chain_fwd"),
-               "ember_chain_fwdbwd": ("torch_chain_fwdbwd", "numpy_chain_fwdbwd")}
+               "ember_chain_fwdbwd": ("torch_chain_fwdbwd", "numpy_chain_fwdbwd"),
+               "ember_chain_compiled": ("torch_chain_fwdbwd", "numpy_chain_fwdbwd")}
+
+
+def fell_back(case) -> str | None:
+    """Why a compiled case's timed calls were not all replays (None: they were)."""
+    fn = getattr(case, "compiled", None)
+    if fn is None:
+        return None
+    before, now = case.info["stats_before_timing"], fn.stats
+    if now["captures"] != before["captures"] or now["eager"] != before["eager"]:
+        return (f"{now['captures'] - before['captures']} timed call(s) captured again, "
+                f"{now['eager'] - before['eager']} ran eagerly")
+    return None
 
 
 def report(cases: dict, env: dict) -> tuple[str, dict]:
@@ -223,25 +293,45 @@ def report(cases: dict, env: dict) -> tuple[str, dict]:
             for j, other in enumerate(pairs.get(k, ())):
                 if other in cases:
                     vs[j] = f"{paired_ratio(c, cases[other]):.2f}×"
-            out.append(f"| {c.label} | {c.median_us:.3f} | {lo:.3f}–{hi:.3f} | {vs[0]} | {vs[1]} |")
+            why = fell_back(c)
+            label = c.label + (f" **⚠ FELL BACK TO EAGER: {why}**" if why else "")
+            out.append(f"| {label} | {c.median_us:.3f} | {lo:.3f}–{hi:.3f} | {vs[0]} | {vs[1]} |")
             results["cases"][k] = {"label": c.label, "median_us": c.median_us, "min_us": lo, "max_us": hi,
                                    "inner_iterations": c.n * c.per_loop, "samples_us": [s / 1e3 for s in c.samples]}
+            if getattr(c, "compiled", None) is not None:
+                results["cases"][k]["ember_compile"] = dict(c.info, stats_after_timing=dict(c.compiled.stats),
+                                                            fell_back=why)
         out.append("")
 
     table(f"Tiny op: a + b on {SHAPE} float32", ["numpy_op", "ember_op", "ember_op_rec", "torch_op", "torch_op_rec"],
           TINY_PAIRS, "µs/op")
     table(f"Chain of {CHAIN} tiny ops (x*c, x+d, tanh) on {SHAPE} float32",
-          ["numpy_chain_fwd", "numpy_chain_fwdbwd", "ember_chain_fwd", "ember_chain_fwdbwd", "torch_chain_fwd",
-           "torch_chain_fwdbwd"], CHAIN_PAIRS, "µs/chain")
+          ["numpy_chain_fwd", "numpy_chain_fwdbwd", "ember_chain_fwd", "ember_chain_fwdbwd", "ember_chain_compiled",
+           "torch_chain_fwd", "torch_chain_fwdbwd"], CHAIN_PAIRS, "µs/chain")
+    comp = cases.get("ember_chain_compiled")
+    if comp is not None:
+        info, why = comp.info, fell_back(comp)
+        ok = info["compile_s"] <= COMPILE_S_TARGET
+        out.extend([f"ember.compile of the chain (a function of x0: forward and `backward()`; the timed loop sets "
+                    f"x0.grad = None and calls it): {len(info['forms'])} graph ({', '.join(info['forms'])}), compile "
+                    f"time {info['compile_s'] * 1e3:.1f} ms (the capturing call, {info['capture_s'] * 1e3:.1f} ms, "
+                    f"less "
+                    f"a warm eager call) {'✓' if ok else '✗'} (≤ {COMPILE_S_TARGET:g} s); "
+                    + (f"**⚠ FELL BACK TO EAGER: {why}**" if why else
+                       f"every timed call replayed ({comp.compiled.stats['replays']} replays, 0 eager)."), ""])
     out.extend(["### Targets", "", "| target | ratio | limit | result |", "|---|---:|---:|---|"])
     for what, num, den, limit in TARGETS:
-        if num in cases and den in cases:
+        if num in cases and den in cases and fell_back(cases[num]):
+            out.append(f"| {what} | – | ≤ {limit}× | **FAIL: it fell back to eager** |")
+            results["targets"].append({"target": what, "ratio": None, "limit": limit, "pass": False})
+        elif num in cases and den in cases:
             ratio = paired_ratio(cases[num], cases[den])
             ok = ratio <= limit
             out.append(f"| {what} | {ratio:.2f}× | ≤ {limit}× | {'PASS' if ok else 'FAIL'} |")
             results["targets"].append({"target": what, "ratio": ratio, "limit": limit, "pass": ok})
         else:
-            out.append(f"| {what} | – | ≤ {limit}× | SKIP (PyTorch not run) |")
+            why = "not compiled: --no-compile" if num == "ember_chain_compiled" else "PyTorch not run"
+            out.append(f"| {what} | – | ≤ {limit}× | SKIP ({why}) |")
             results["targets"].append({"target": what, "ratio": None, "limit": limit, "pass": None})
     return "\n".join(out), results
 
@@ -251,6 +341,7 @@ def main(argv: list | None = None) -> int:
     p.add_argument("--json", metavar="PATH", help="also write the results (all samples) as JSON to PATH")
     p.add_argument("--repeats", type=int, default=15, help="interleaved repeats per case (default 15)")
     p.add_argument("--no-torch", action="store_true", help="leave PyTorch out even when it is installed")
+    p.add_argument("--no-compile", action="store_true", help="leave out the chain compiled with ember.compile")
     args = p.parse_args(argv)
     if args.repeats < 1:
         p.error("--repeats must be at least 1")
@@ -267,7 +358,7 @@ def main(argv: list | None = None) -> int:
            "threads": {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
            "backward": "sum().backward()" if hasattr(ember.Tensor, "sum") else "backward(ones)"}
     t0 = time.perf_counter()
-    text, results = report(run(args.repeats, torch), env)
+    text, results = report(run(args.repeats, torch, not args.no_compile), env)
     results["environment"]["wall_s"] = time.perf_counter() - t0
     print(text)
     if args.json:

@@ -18,8 +18,8 @@ import numpy as np
 import ember
 import ember.nn as enn
 
-from . import nets
-from ._harness import COMPILED, IMPLS, Skipped, import_torch, in_order, synced, train_step
+from . import ember_compile, nets
+from ._harness import COMPILED, EMBER_COMPILED, IMPLS, Skipped, import_torch, in_order, synced, train_step
 
 BATCH, D_IN, D_HID, D_BOT, N_CLASSES, N_BLOCKS = 128, 784, 100, 50, 10, 3
 P_DROP, LR, EPS_LN = 0.1, 1e-3, 1e-5
@@ -164,12 +164,13 @@ def torch_spec(batch: int = BATCH) -> dict:
             "y": [batch], "classes": N_CLASSES, "optim": "Adam", "optim_kw": {"lr": LR}}
 
 
-def cases(batch: int = BATCH, impls=IMPLS, seed: int = 0,
-          device: str = "cpu") -> dict[str, Callable[[], object] | Skipped]:
+def cases(batch: int = BATCH, impls=IMPLS, seed: int = 0, device: str = "cpu",
+          check: bool = True) -> dict[str, Callable[[], object] | Skipped]:
     """{implementation: one training step} for each of `impls` (PyTorch where installed; "compiled": PyTorch
-    with torch.compile, compiled here, or Skipped saying why not) on fixed random data, every implementation
-    from ember's initial weights. On a CUDA `device` ember and PyTorch run there (steps end with a
-    synchronize) and the NumPy step is left out."""
+    with torch.compile, compiled here, or Skipped saying why not; the ember.compile columns, captured here and
+    checked against eager unless `check` is False: benchmarks/ember_compile.py) on fixed random data, every
+    implementation from ember's initial weights. On a CUDA `device` ember and PyTorch run there (steps end
+    with a synchronize) and the NumPy step and the ember.compile columns are left out."""
     rng = np.random.default_rng(seed)
     x_np = rng.standard_normal((batch, D_IN)).astype(np.float32)
     y_np = rng.integers(0, N_CLASSES, batch)
@@ -182,6 +183,10 @@ def cases(batch: int = BATCH, impls=IMPLS, seed: int = 0,
         out["pytorch"] = nets.torch_step(torch, torch_spec(batch), **kw)
         if COMPILED in impls:
             out[COMPILED] = nets.compiled_step(torch, torch_spec(batch), **kw)
+    if device == "cpu" and any(k in impls for k in EMBER_COMPILED):  # copies of the initial weights
+        out.update(ember_compile.train_cases(model, lambda m: ember.optim.Adam(m.parameters(), lr=LR),
+                                             enn.functional.cross_entropy, ember.from_numpy(x_np),
+                                             ember.from_numpy(y_np), impls, check))
     if "ember" in impls:
         model.to(device)
         out["ember"] = synced(train_step(model, ember.optim.Adam(model.parameters(), lr=LR),

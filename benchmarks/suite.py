@@ -15,6 +15,15 @@ row (rows above _harness.OTHERS_LIMIT are flagged, loudly), the scaling tables, 
                           [--no-compile] [--no-scaling] [--no-memory] [--no-overhead] [--quick [--compile]]
                           [--output FILE] [--json FILE]
 
+With `--compile` (the default outside `--quick`) ember is also timed compiled, two more columns interleaved
+with the rest: `model = ember.compile(model)` and the whole step compiled (zero_grad, forward, loss, backward
+and the optimizer's update captured once and replayed; for inference the compiled no_grad forward), each
+captured and checked against eager before timing (benchmarks/ember_compile.py). A section then judges them
+against the targets of the compiler's issue (COMPILE_TARGETS): throughput over NumPy and over the faster of
+PyTorch eager and torch.compile, compile time per graph, and whether every timed call replayed (a compiled
+step that fell back to eager is said so loudly, never timed as compiled); the memory runs add the compiled
+step, and benchmarks/overhead.py the compiled 100-op chain. `--quick --compile --no-torch` checks them fast.
+
 `--check-fairness` instead times PyTorch alone in fresh processes against PyTorch inside the
 interleaved run (benchmarks/fairness.py).
 `--device cuda` instead times W1-W3 training at batch 128 and 1024 on the GPU, ember against PyTorch
@@ -33,8 +42,8 @@ import sys
 import tempfile
 import time
 
-from ._harness import (COMPILED, IMPLS, LOAD_LIMIT_PER_CORE, OTHERS_LIMIT, THREAD_VARS, WAIT_VARS, busy_at_start,
-                       thread_env)
+from ._harness import (COMPILED, EMBER_COMPILED, EMBER_MODEL, EMBER_STEP, IMPLS, LOAD_LIMIT_PER_CORE, OTHERS_LIMIT,
+                       THREAD_VARS, WAIT_VARS, busy_at_start, thread_env)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -48,6 +57,11 @@ WORKLOADS = {
     "lstm": ("LSTM 2×256, seq 64, batch 32, Adam: train", 32, None, 1.0),
     "transformer": ("Transformer encoder 4×128, seq 64, batch 32, Adam: train", 32, None, 1.0),
 }
+# ember.compile (the issue's targets): compiled ember's throughput over the NumPy step and over the faster of
+# PyTorch eager and torch.compile (None: no target); compile time per captured graph; peak RSS of a compiled run
+COMPILE_TARGETS = {"w1": (1.0, 1.0), "w2": (1.2, 1.5), "w3": (1.0, None), "w3i": (1.0, 1.0)}
+COMPILE_S_TARGET = 1.0
+EMBER_LABELS = {EMBER_MODEL: "ember.compile(model)", EMBER_STEP: "ember.compile(step)"}
 SMALL_BATCH_TARGET = 2.0  # ember/PyTorch at batch 1 and 16
 MATMUL_FRACTION_TARGET = 0.75  # W1 at batch 128, of the measured float32 matmul rate
 MATMUL_N = 2048
@@ -83,8 +97,41 @@ def _matmul_gflops(repeats: int, sample_s: float, progress) -> float:
 
 
 def _n_cases(key: str, impls, matmuls: bool) -> int:
-    """How many implementations a row of `key` times (W1-W3 have a NumPy step, the sequence models none)."""
-    return len([i for i in impls if i != "numpy" or WORKLOADS[key][2] is not None]) + matmuls
+    """How many implementations a row of `key` times (W1-W3 have a NumPy step and ember.compile columns, the
+    sequence models neither)."""
+    return len([i for i in impls if i not in ("numpy",) + EMBER_COMPILED or key in COMPILE_TARGETS]) + matmuls
+
+
+def _timed(r: dict, k: str) -> list | None:
+    """The per-repeat samples (ms) of implementation `k` in row `r`; None where it was not timed, or where an
+    ember.compile column fell back to eager while timed."""
+    c = r.get(k)
+    if not c or "samples_ms" not in c or c.get("fell_back"):
+        return None
+    return c["samples_ms"]
+
+
+def compile_ratios(r: dict) -> dict:
+    """Per ember.compile column of row `r`: its throughput over eager ember ("ember"), over the NumPy step
+    ("numpy") and over the faster of PyTorch eager and torch.compile in each repeat ("pytorch_best"; which of
+    the two had the lower median: "pytorch_best_is"): medians of the per-repeat ratios of paired samples."""
+    import statistics
+    torches = [k for k in ("pytorch", COMPILED) if _timed(r, k)]
+    out = {}
+    for k in EMBER_COMPILED:
+        mine = _timed(r, k)
+        if mine is None:
+            continue
+        ratios = {}
+        for other in ("ember", "numpy"):
+            if _timed(r, other):
+                ratios[other] = statistics.median(o / m for o, m in zip(_timed(r, other), mine))
+        if torches:
+            per_repeat = zip(*(_timed(r, t) for t in torches))
+            ratios["pytorch_best"] = statistics.median(min(ts) / m for ts, m in zip(per_repeat, mine))
+            ratios["pytorch_best_is"] = min(torches, key=lambda t: r[t]["ms"])
+        out[k] = ratios
+    return out
 
 
 def worker(threads: int, only: list[str], impls, repeats: int, sample_s: float, scaling: dict | None) -> dict:
@@ -99,10 +146,13 @@ def worker(threads: int, only: list[str], impls, repeats: int, sample_s: float, 
     else:
         impls = tuple(i for i in impls if i not in ("pytorch", COMPILED))
     # rows: (where the result goes, what the progress says, workload, items per step, case arguments, impls,
-    # repeats); the scaling rows leave torch.compile out: ~20 s per graph, and every size is a new graph
-    rows = [(("workloads", key), WORKLOADS[key][0], key, WORKLOADS[key][1], {}, impls, repeats) for key in only]
+    # repeats); the scaling rows leave torch.compile and ember.compile out: ~20 s per torch graph, and every
+    # size is a new graph; the sequence models have no ember.compile columns
+    rows = [(("workloads", key), WORKLOADS[key][0], key, WORKLOADS[key][1], {},
+             impls if key in COMPILE_TARGETS else tuple(i for i in impls if i not in EMBER_COMPILED), repeats)
+            for key in only]
     if scaling:
-        eager = tuple(i for i in impls if i != COMPILED)
+        eager = tuple(i for i in impls if i != COMPILED and i not in EMBER_COMPILED)
         rep = max(3, repeats // 2)
         for b in scaling["batches"]:
             rows.append((("w1_batch", b), f"W1 scaling, batch {b}", "w1", b, {"batch": b, "matmuls": True}, eager, rep))
@@ -120,8 +170,14 @@ def worker(threads: int, only: list[str], impls, repeats: int, sample_s: float, 
         out["scaling"] = {"w1_batch": {}, "w3_batch": {}, "w1_width": {}}
     for (table, name), title, key, items, kw, imp, rep in rows:
         progress.phase(title)
-        progress.doing("building" + (" and compiling (torch.compile, ~20-60 s)" if COMPILED in imp else ""))
-        r = measure(_cases(key, imp, **kw), items, rep, sample_s, progress)
+        progress.doing("building" + (" and compiling (torch.compile, ~20-60 s)" if COMPILED in imp else "")
+                       + (" and capturing (ember.compile)" if any(i in imp for i in EMBER_COMPILED) else ""))
+        cases = _cases(key, imp, **kw)
+        r = measure(cases, items, rep, sample_s, progress)
+        if any(i in cases for i in EMBER_COMPILED):
+            from .ember_compile import annotate
+            annotate(r, cases)
+            r["compile_ratios"] = compile_ratios(r)
         if kw.get("matmuls"):
             from .mlp import step_flops
             r["flops"] = step_flops(kw["batch"], kw.get("width", 512))
@@ -219,7 +275,55 @@ def _cell(r: dict, k: str) -> str:
         return "–"
     if "skipped" in r[k]:
         return f"not run: {r[k]['skipped']}"
+    if r[k].get("fell_back"):  # an ember.compile column whose timed calls were not all replays
+        return f"**⚠ FELL BACK TO EAGER**: {r[k]['fell_back']}"
     return f"{_fmt(r[k]['per_s'])} ({_fmt(r[k]['min'])}–{_fmt(r[k]['max'])})"
+
+
+def _compile_section(res: dict) -> list[str]:
+    """The ember.compile columns against COMPILE_TARGETS: one row per workload, thread count and column."""
+    keys = [k for k in res["only"] if k in COMPILE_TARGETS]
+    rows = []
+    for key in keys:
+        t_np, t_torch = COMPILE_TARGETS[key]
+        for run in res["runs"]:
+            r = run["workloads"][key]
+            ratios = r.get("compile_ratios") or compile_ratios(r)
+            for k in EMBER_COMPILED:
+                if k not in r:
+                    continue
+                c = r[k]
+                what = EMBER_LABELS[k] + (" (no_grad forward)" if key == "w3i" else "")
+                head = f"| {WORKLOADS[key][0].split(':')[0]} | {run['threads']} | {what} |"
+                if "skipped" in c or c.get("fell_back"):
+                    why = c.get("skipped") or f"⚠ FELL BACK TO EAGER: {c['fell_back']}"
+                    rows.append(f"{head} – | – | – | – | – | **{why}** |")
+                    continue
+                q = ratios.get(k, {})
+                vs_torch = _verdict(q.get("pytorch_best"), t_torch)
+                if "pytorch_best_is" in q:
+                    vs_torch += f" vs {'torch.compile' if q['pytorch_best_is'] == COMPILED else 'PyTorch eager'}"
+                info = c.get("ember_compile", {})
+                cs = info.get("compile_s_per_graph", c.get("compile_s"))
+                cs_cell = "–" if cs is None else f"{cs * 1e3:,.0f} ms {'✓' if cs <= COMPILE_S_TARGET else '✗'}"
+                st = info.get("stats_after_timing", {})
+                replayed = (f"✓ {info.get('graphs', '?')} graph(s) ({', '.join(info.get('forms', [])) or '?'}), "
+                            f"{info.get('replays_while_measured', '?')} replays while measured, "
+                            f"{st.get('eager', '?')} eager" if info else "?")
+                over_eager = f"{q['ember']:.3f}×" if "ember" in q else "–"
+                rows.append(f"{head} {_fmt(c['per_s'])} | {over_eager} | {_verdict(q.get('numpy'), t_np)} | "
+                            f"{vs_torch} | {cs_cell} | {replayed} |")
+    if not rows:
+        return []
+    return ["### ember.compile against its targets", "",
+            "Compiled ember's throughput (samples/s, median) over eager ember, over the hand-written NumPy step and "
+            "over the faster of PyTorch eager and torch.compile in each repeat (medians of the per-repeat ratios; "
+            "✓ meets the target). Compile time: the capturing call less a warm eager call, per captured graph "
+            f"(target ≤ {COMPILE_S_TARGET:g} s). Replayed: every timed call replayed a captured program (checked "
+            "against eager's results before timing); a column that fell back to eager has no figure.", "",
+            "| workload | BLAS threads | ember.compile | samples/s | over eager ember | over NumPy (target) | "
+            f"over the faster PyTorch (target) | compile per graph (≤ {COMPILE_S_TARGET:g} s) | replayed |",
+            "|---|---:|---|---:|---:|---:|---:|---:|---|", *rows, ""]
 
 
 def _load_cell(r: dict) -> str:
@@ -238,9 +342,12 @@ def render(res: dict) -> str:
     lines += load_banner(_flagged(res), m["load_avg_at_start"], m["cores"])
     runs = res["runs"]
     comp = bool(res.get("compile")) and res["torch"] is not None
-    impls = IMPLS + ((COMPILED,) if comp else ())
+    ecomp = bool(res.get("compile"))  # ember.compile's columns (PyTorch or not)
+    impls = ("ember",) + (EMBER_COMPILED if ecomp else ()) + ("numpy", "pytorch") + ((COMPILED,) if comp else ())
     lines += ["### Throughput (samples/s: median, min–max)", "",
-              "| workload | BLAS threads | ember | NumPy by hand | PyTorch | " + ("PyTorch compiled | " if comp else "")
+              "| workload | BLAS threads | ember | "
+              + "".join(f"{EMBER_LABELS[k]} | " for k in impls if k in EMBER_LABELS)
+              + "NumPy by hand | PyTorch | " + ("PyTorch compiled | " if comp else "")
               + "ember/NumPy (target) | ember/PyTorch (target) | " + ("ember/PyTorch compiled | " if comp else "")
               + "others' CPU (cores) |", "|---|---:|" + "---:|" * (len(impls) + 2 + comp) + "---:|"]
     for key in res["only"]:
@@ -262,6 +369,12 @@ def render(res: dict) -> str:
                   + (f" ({', '.join(times)})" if times else "") + "; the optimizer step runs eagerly.", ""]
     elif res["torch"] is not None:
         lines += ["torch.compile not run (`--no-compile`, or `--quick` without `--compile`).", ""]
+    if ecomp:
+        lines += ["ember.compile(model): `model = ember.compile(model)`, the step otherwise eager; "
+                  "ember.compile(step): the whole step function compiled (forward, backward and the optimizer's "
+                  "update; for inference the no_grad forward). The ratio columns above are eager ember's; the "
+                  "compiled columns' are below.", ""]
+        lines += _compile_section(res)
     lines.append(f"Others' CPU: the CPU cores other processes kept busy while the row was measured (/proc/stat "
                  f"less this process); above {OTHERS_LIMIT} the row is marked ⚠. Each sample started once the "
                  f"process's other threads were idle (benchmarks/README.md).")
@@ -314,16 +427,40 @@ def render(res: dict) -> str:
                      f"the ceiling of any implementation at that shape.")
         lines.append("")
     if res.get("memory"):
+        mem_comp = any(EMBER_STEP in per for per in res["memory"].values())
+        cols = ("ember",) + ((EMBER_STEP,) if mem_comp else ()) + ("numpy", "pytorch")
         lines += ["### Peak RSS of training (MiB; one process per implementation; after set-up → after the steps)",
-                  "", "| workload | steps | ember | NumPy by hand | PyTorch | ember ≤ PyTorch |",
-                  "|---|---:|---:|---:|---:|---|"]
+                  "", "| workload | steps | ember | " + ("ember.compile(step) | " if mem_comp else "")
+                  + "NumPy by hand | PyTorch | ember ≤ PyTorch |"
+                  + (" compiled ≤ eager (target) |" if mem_comp else ""),
+                  "|---|---:|" + "---:|" * len(cols) + "---|" + ("---|" if mem_comp else "")]
+
+        def mem_cell(m: dict) -> str:
+            if "skipped" in m:
+                return f"not run: {m['skipped']}"
+            cell = f"{m['setup_mib']:.0f} → {m['peak_mib']:.0f}"
+            return cell if m.get("replayed", True) else f"**⚠ FELL BACK TO EAGER** ({cell})"
+
         for key, per in res["memory"].items():
-            cells = [f"{per[k]['setup_mib']:.0f} → {per[k]['peak_mib']:.0f}" if k in per else "–" for k in IMPLS]
+            cells = [mem_cell(per[k]) if k in per else "–" for k in cols]
             ok = "–"
             if "ember" in per and "pytorch" in per:
                 ok = "✓" if per["ember"]["peak_mib"] <= per["pytorch"]["peak_mib"] else "✗"
             steps = next(iter(per.values()))["steps"]
-            lines.append(f"| {WORKLOADS[key][0].split(':')[0]} | {steps} | {' | '.join(cells)} | {ok} |")
+            row = f"| {WORKLOADS[key][0].split(':')[0]} | {steps} | {' | '.join(cells)} | {ok} |"
+            if mem_comp:
+                c = per.get(EMBER_STEP)
+                if c is None or "ember" not in per:
+                    row += " – |"
+                elif "skipped" in c or not c.get("replayed", True):
+                    row += " **✗ it ran eagerly** |"
+                else:
+                    row += f" {'✓' if c['peak_mib'] <= per['ember']['peak_mib'] else '✗'} |"
+            lines.append(row)
+        if mem_comp:
+            lines.append("")
+            lines.append("The compiled step's set-up includes its capture and first replays "
+                         "(benchmarks/ember_compile.py); the peak counts the whole run.")
         lines.append("")
     if res.get("overhead"):
         lines += ["### Per-op overhead (benchmarks/overhead.py, 1 thread)", "", res["overhead"].strip(), ""]
@@ -362,8 +499,11 @@ def parser() -> argparse.ArgumentParser:
                     help="a smoke run in seconds: 2 repeats of short samples, small scaling tables, 5 memory steps, "
                          "no torch.compile unless --compile")
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                    help="time PyTorch with torch.compile(model) too, a fourth column (default: on, off with --quick; "
-                         "~20-60 s of compiling per workload and thread count)")
+                    help="time the compiled columns too: PyTorch with torch.compile(model) (~20-60 s of compiling per "
+                         "workload and thread count) and ember with ember.compile, the model and the whole step "
+                         "(with the ember.compile targets, the compiled step's peak RSS and the compiled 100-op "
+                         "chain); default: on, off with --quick; `--quick --compile --no-torch` is a fast check of "
+                         "ember's")
     ap.add_argument("--check-fairness", action="store_true",
                     help="instead: time PyTorch alone in fresh processes and inside the interleaved run, side by "
                          "side (benchmarks/fairness.py; --threads, --only, --repeats, --rounds, --quick, --output, "
@@ -410,6 +550,8 @@ def main(argv: list[str] | None = None) -> int:
     # comparison), off in the smoke run unless asked for
     compile_on = (not a.quick) if a.compile is None else a.compile
     impls = ("ember", "numpy") if a.no_torch else IMPLS + ((COMPILED,) if compile_on else ())
+    if compile_on:  # ember.compile's columns: with or without PyTorch
+        impls += EMBER_COMPILED
     repeats, sample_s = (2, 0.005) if a.quick else (a.repeats, 0.1)
     scaling = None if a.no_scaling else (
         {"batches": [1, 16], "widths": [128]} if a.quick else
@@ -424,7 +566,8 @@ def main(argv: list[str] | None = None) -> int:
     res["torch"] = res["runs"][0]["torch"]
     if not a.no_memory:
         from ._harness import Progress
-        mem_impls = [k for k in IMPLS if k in impls and (k != "pytorch" or res["torch"] is not None)]
+        mem_impls = [k for k in ("ember", EMBER_STEP, "numpy", "pytorch")
+                     if k in impls and (k != "pytorch" or res["torch"] is not None)]
         progress = Progress(2 * len(mem_impls), "peak memory", unit="process")
         res["memory"] = {}
         for key in ("w1", "w3"):
@@ -440,7 +583,8 @@ def main(argv: list[str] | None = None) -> int:
         print("[bench] per-op overhead...", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             args = ["-m", "benchmarks.overhead", "--json", os.path.join(tmp, "o.json"),
-                    "--repeats", "3" if a.quick else "15"] + (["--no-torch"] if a.no_torch else [])
+                    "--repeats", "3" if a.quick else "15"] + (["--no-torch"] if a.no_torch else []) + (
+                    [] if compile_on else ["--no-compile"])
             text = run_python(args, 1)
         res["overhead"] = text.split("\n", 2)[2] if text.count("\n") > 2 else text  # drop its title line
     res["wall_s"] = time.perf_counter() - t0

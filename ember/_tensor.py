@@ -484,6 +484,13 @@ def make(data, requires_grad: bool = False, edge=None, cls: type = Tensor) -> Te
     return t
 
 
+@_capture.traced
+def constant(a) -> "Tensor":
+    """A tensor of array `a`, made from shapes and constants (never from a tensor's values): under
+    ember.compile's capture it is recorded as a call that makes it again at every replay."""
+    return make(a)
+
+
 def set_make_hook(hook) -> None:
     """Have `hook(t)` called for every tensor made (None: stop). Used by ember.compile's capture."""
     global _on_make

@@ -15,6 +15,11 @@ if os.environ.get("EMBER_TEST_DEVICE", "cpu") != "cpu":
 
         _fakecuda.install()
 
+if os.environ.get("EMBER_TEST_COMPILE") == "1":  # the parity tests through ember.compile (tests/helpers.py)
+    import helpers
+
+    helpers.compile_every_module()
+
 
 def pytest_configure(config):
     config.addinivalue_line(

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import itertools
 import os
 import re
 import struct
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -44,6 +46,13 @@ def need_torch(module: str = "torch"):
 DEVICE = os.environ.get("EMBER_TEST_DEVICE", "cpu")
 
 
+# EMBER_TEST_COMPILE=1 (tests/test_compile_suite.py) reruns the parity tests through `ember.compile`: the
+# functions `check_grad` and `compare_torch` evaluate, and every Module call (conftest.py installs
+# `compile_every_module`), are compiled and first called once to capture (an eager run, its result dropped);
+# the result that is checked comes from the next call: a replay of the captured program.
+COMPILE = os.environ.get("EMBER_TEST_COMPILE") == "1"
+
+
 def host(t) -> np.ndarray:
     """A tensor's values as a NumPy array, from any device."""
     return t.detach().cpu().numpy()
@@ -72,7 +81,11 @@ def leaf(a: np.ndarray, requires_grad: bool = True) -> ember.Tensor:
 
 def check_grad(fn, *arrays, gradgrad: bool = True, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3) -> None:
     """gradcheck (and gradgradcheck) of `fn` on float64 leaves made from `arrays`."""
-    xs = [leaf(np.asarray(a, np.float64) if np.asarray(a).dtype.kind == "f" else np.asarray(a)) for a in arrays]
+    def leaves():
+        return [leaf(np.asarray(a, np.float64) if np.asarray(a).dtype.kind == "f" else np.asarray(a)) for a in arrays]
+    xs = leaves()
+    if COMPILE:
+        fn = captured(fn, *leaves())
     assert ember.autograd.gradcheck(fn, xs, eps=eps, atol=atol, rtol=rtol)
     if gradgrad:
         assert ember.autograd.gradgradcheck(fn, xs, eps=eps, atol=atol, rtol=rtol)
@@ -86,7 +99,11 @@ def compare_torch(ember_fn, torch_fn, *arrays, rtol: float | None = None, atol: 
     arrays = [np.asarray(a) for a in arrays]
     e_in = [leaf(a) for a in arrays]
     t_in = [torch.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
+    if COMPILE:
+        ember_fn = captured(ember_fn, *[leaf(a) for a in arrays])
     e_out, t_out = ember_fn(*e_in), torch_fn(*t_in)
+    if COMPILE:
+        assert ember_fn.stats["captures"] == 1, "the same call captured again: a guard failed on identical arguments"
     e_outs = e_out if isinstance(e_out, (tuple, list)) else (e_out,)
     t_outs = t_out if isinstance(t_out, (tuple, list)) else (t_out,)
     assert len(e_outs) == len(t_outs)
@@ -120,6 +137,84 @@ def compare_torch(ember_fn, torch_fn, *arrays, rtol: float | None = None, atol: 
             assert eg.shape == tuple(tg.shape)
             assert eg.device == e.device, f"gradient of input {i} on {eg.device}, input on {e.device}"
             np.testing.assert_allclose(host(eg), tg.numpy(), rtol=rtol, atol=atol, err_msg=f"gradient of input {i}")
+
+
+def captured(fn, *args):
+    """`ember.compile(fn)` (of a Module: of its call), called once on `args` (the capture). The tensors `fn`
+    holds (a Module's parameters and buffers, the tensors of its closure) and the RNG are wound back
+    afterwards, so that the replays that follow find the state the eager call would have found."""
+    compiled = ember.compile(fn.__call__ if isinstance(fn, ember.nn.Module) else fn)
+    rewind = _snapshot(_held(fn))
+    compiled(*args)
+    rewind()
+    return compiled
+
+
+def compile_every_module() -> None:
+    """EMBER_TEST_COMPILE=1: every call of an ember Module outside a capture goes through `ember.compile` of
+    the module's call (as `Module.compile()` does). A call that captured a program is made again at once,
+    from the parameters, buffers and RNG state it found, and that second call, a replay, gives the result.
+    A call that broke the graph (it ran eagerly, each submodule compiled the same way) or that wrote into
+    its arguments is not repeated."""
+    from ember import _capture
+    from ember.nn import Module
+
+    eager_call = Module.__call__
+    compiled = weakref.WeakKeyDictionary()  # module -> ember.compile(module._call)
+
+    def __call__(self, *args, **kwargs):
+        if _capture.ACTIVE is not None or "_compiled_call" in self.__dict__:  # part of a capture; compiled by the test
+            return eager_call(self, *args, **kwargs)
+        fn = compiled.get(self)
+        if fn is None:
+            fn = compiled[self] = ember.compile(self._call)
+        captures = fn.stats["captures"]
+        rewind = _snapshot(_held(self))
+        versions = [(t, t._version) for t in _tensors((args, kwargs))]
+        out = fn(*args, **kwargs)
+        if (fn.stats["captures"] == captures or fn.cache[fn.last_key][-1].program is None  # no capture; a graph break
+                or any(t._version != v for t, v in versions)):
+            return out
+        rewind()
+        return fn(*args, **kwargs)
+
+    Module.__call__ = __call__
+
+
+def _held(fn) -> list:
+    """The tensors a function or Module holds: a Module's parameters and buffers; those in a function's
+    closure and defaults."""
+    if hasattr(fn, "__code__"):
+        fn = [c.cell_contents for c in fn.__closure__ or ()] + list(fn.__defaults__ or ())
+    return list(_tensors(fn))
+
+
+def _snapshot(tensors):
+    """A function that restores the values of `tensors` (those that changed) and the RNG state as they are now."""
+    values = [(t, host(t).copy()) for t in tensors]
+    rng = ember.get_rng_state()
+
+    def rewind():
+        with ember.no_grad():
+            for t, a in values:
+                if not np.array_equal(host(t), a):
+                    t.copy_(ember.from_numpy(a))
+        ember.set_rng_state(rng)
+    return rewind
+
+
+def _tensors(obj):
+    """The tensors in `obj`: itself, a Module's parameters and buffers, those in (nested) tuples, lists and dicts."""
+    if isinstance(obj, ember.Tensor):
+        yield obj
+    elif isinstance(obj, ember.nn.Module):
+        yield from itertools.chain(obj.parameters(), obj.buffers())
+    elif isinstance(obj, (tuple, list)):
+        for o in obj:
+            yield from _tensors(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from _tensors(o)
 
 
 def raises_like_torch(fn, lib, exc: type[BaseException], match: str | None = None) -> None:

@@ -1282,8 +1282,11 @@ def test_inplace_and_views(fn, mode):
             got = [out, x.detach().clone(), r.detach().clone()]
             if mode == "grad" and any(o.requires_grad for o in outs):
                 cot = [data(20 + i + k, *o.shape) for k, o in enumerate(outs)]
-                sum((o * g).sum() for o, g in zip(outs, cot)).backward()
-                got += [x.grad, r.grad]
+                try:
+                    sum((o * g).sum() for o, g in zip(outs, cot)).backward()
+                    got += [x.grad, r.grad]
+                except RuntimeError as e:  # an op's saved tensor was modified in place: both sides must refuse
+                    got.append(f"RuntimeError: {str(e).split(':')[0]}")
             res.append(got)
         bufs[side] = (res, _EMA["buf"].clone())
     assert_same(bufs["compiled"][0], bufs["eager"][0])

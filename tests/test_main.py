@@ -1,7 +1,9 @@
 """The main job, `python -m ember train|evaluate|data`, end to end: the embedded digits, generated
 MNIST-format files, checkpoints that survive SIGKILL, and one-line errors."""
+import copy
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -223,3 +225,50 @@ def test_cifar10_with_augmentation_in_workers(tmp_path, capsys):
     assert "resnet" in text and "120 train / 24 test" in text and "matches the trained model's" in text
     cfg = ember.load(out / "model.safetensors")["config"]
     assert cfg["in_shape"] == [3, 32, 32] and len(cfg["mean"]) == len(cfg["std"]) == 3
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_compile_trains_to_the_same_accuracy_and_weights(tmp_path, capsys, model):
+    base = ["train", "--model", model, "--epochs", "2"]
+    assert main([*base, "--out", str(tmp_path / "eager")]) == 0
+    capsys.readouterr()
+    assert main([*base, "--out", str(tmp_path / "compiled"), "--compile"]) == 0
+    text = capsys.readouterr().out
+    assert ", ember.compile ->" in text and "matches the trained model's" in text
+    # the whole step was captured (the full batches and the last, smaller one) and replayed
+    m = re.search(r"ember\.compile: the training step ran as (\d+) captured programs?, replayed (\d+) times", text)
+    assert m and 1 <= int(m.group(1)) <= 2 and int(m.group(2)) > 0, text
+    eager, compiled = (json.loads((tmp_path / d / "metrics.json").read_text())["epochs"] for d in ("eager", "compiled"))
+    for key in ("train_acc", "test_acc"):
+        assert [e[key] for e in compiled] == [e[key] for e in eager]
+    for key in ("train_loss", "test_loss"):
+        np.testing.assert_allclose([e[key] for e in compiled], [e[key] for e in eager], rtol=1e-5)
+    a, b = weights(tmp_path / "eager" / "model.safetensors"), weights(tmp_path / "compiled" / "model.safetensors")
+    assert a.keys() == b.keys()  # the bare model's keys (no `_orig_mod.`)
+    for k in a:
+        np.testing.assert_allclose(b[k], a[k], rtol=1e-4, atol=1e-5, err_msg=k)
+    assert main(["evaluate", "--checkpoint", str(tmp_path / "compiled" / "model.safetensors"), "--compile"]) == 0
+    assert f"accuracy {compiled[-1]['test_acc']:.4f}" in capsys.readouterr().out
+
+
+def test_compiled_step_falls_back_to_the_compiled_model_where_it_cannot_be_captured():
+    from ember.cli.train import CompiledStep, train_step
+    ember.manual_seed(0)
+    model = ember.nn.Sequential(ember.nn.Linear(4, 8), ember.nn.ReLU(), ember.nn.Linear(8, 3))
+    twin = copy.deepcopy(model)
+    for m in (model, twin):  # a hook is Python code at every call: a capture breaks on it
+        m[0].register_forward_hook(lambda mod, args, out: None)
+    step = CompiledStep(model, ember.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+    ref = train_step(twin, ember.optim.SGD(twin.parameters(), lr=0.1, momentum=0.9))
+    x, y = ember.randn(6, 4), ember.randint(0, 3, (6,))
+    for _ in range(4):
+        (loss, hits), (want, want_hits) = step(x, y), ref(x, y)
+        assert loss.item() == want.item() and hits.item() == want_hits.item()
+    assert step.fallback is not None and "hooks" in step.note
+    assert "the model is compiled instead" in step.summary()
+
+
+def test_compile_with_distributed_is_one_clear_line(capsys):
+    assert main(["train", "--compile", "--distributed"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--compile does not combine with --distributed" in err

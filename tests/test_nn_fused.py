@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
-from helpers import DEVICE, check_grad, host, leaf, noncontig, rand, requires_torch, torch
+from helpers import COMPILE, DEVICE, check_grad, host, leaf, noncontig, rand, requires_torch, torch
 
 import ember
 import ember.nn as nn
@@ -763,10 +763,12 @@ def test_w3_cnn_trains_the_same_fused_and_unfused(monkeypatch, spy):
         return model, losses
 
     fused, f_losses = train()
-    assert len(spy) == 6  # two fused runs per forward
+    # two fused runs per forward (a compiled replay calls the op itself, not the Python function spied on)
+    assert len(spy) == 6 or (COMPILE and len(spy) >= 2)
+    n = len(spy)
     monkeypatch.setattr(_fusion, "ENABLED", False)
     unfused, u_losses = train()
-    assert len(spy) == 6
+    assert len(spy) == n
     np.testing.assert_allclose(f_losses, u_losses, rtol=1e-5)
     assert f_losses[-1] != f_losses[0]
     for (name, p), q in zip(fused.named_parameters(), unfused.parameters()):

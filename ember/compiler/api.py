@@ -24,6 +24,7 @@ import weakref
 import numpy as np
 
 from .. import _capture
+from ..nn.modules import _fusion
 from .._tensor import Tensor
 from ..autograd.grad_mode import MODE
 from .program import Program
@@ -174,6 +175,7 @@ class CompiledFunction:
         self.batches: dict = {}  # signature with the batch dim as * -> first batch size seen
         self.stats = {"captures": 0, "replays": 0, "eager": 0}
         self.module = None  # the Module whose call this is: a graph break compiles its children instead
+        self._children_done = False
         self._kw = dict(fullgraph=fullgraph, dynamic=dynamic, mode=mode, options=options, backend=backend)
         _ALL.add(self)
         try:
@@ -201,7 +203,7 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         leaves: list = []
         sig = _signature((args, kwargs), leaves)
-        env = (MODE.grad, MODE.anomaly, _default_dtype())
+        env = (MODE.grad, MODE.anomaly, _default_dtype(), _fusion.ENABLED)
         star = _starred(sig) if self.dynamic is not False else None
         key = (sig, env)
         entries = self.cache.get(key)
@@ -236,11 +238,13 @@ class CompiledFunction:
             tracer.batch = _batch(key[0])
         for x in leaves:
             tracer.add_input(x)
+        result = tracer.run(self.fn, args, kwargs)  # (a call that raises counts nothing)
         self.count += 1
         self.stats["captures"] += 1
-        result = tracer.run(self.fn, args, kwargs)
         trace = tracer.trace
         trace.fn = self.fn
+        if self.module is not None and all(m is not self.module for m in trace.modules):
+            trace.modules.append(self.module)  # its own training flag is a guard too
         trace.why = why
         program = None if trace.breaks else Program(trace)
         entry = _Entry(trace, program)
@@ -260,9 +264,9 @@ class CompiledFunction:
         """A module whose call broke runs eagerly, its child modules compiled: what can be captured is.
         (Each child compiles in place, as with Module.compile(); a child that breaks does the same.)"""
         m = self.module
-        if m is None:
+        if m is None or self._children_done:
             return
-        self.module = None  # once
+        self._children_done = True
         for child in m.children():
             if child.__dict__.get("_compiled_call") is None and _worth_compiling(child):
                 child.compile(**self._kw)
@@ -277,7 +281,7 @@ class CompiledFunction:
         if last is None:
             return "none (first call)"
         if key[1] != last[1]:
-            names = ("grad mode", "anomaly mode", "default dtype")
+            names = ("grad mode", "anomaly mode", "default dtype", "Conv-ReLU-Pool fusion (_fusion.ENABLED)")
             for n, a, b in zip(names, key[1], last[1]):
                 if a != b:
                     return f"{n} changed from {b} to {a}"

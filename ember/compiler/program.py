@@ -171,6 +171,8 @@ class Program:
                 return f"{base}.reshape({const(r[2])})"
             if kind == "ecast":
                 return f"E{r[1]}._data.astype({const(r[2])})"
+            if kind == "ereshape":
+                return f"E{r[1]}._data.reshape({const(r[2])})"
             if kind == "seq":
                 return _seq(r, array_ref)
             return const(r[1])
@@ -304,14 +306,17 @@ class Program:
             call = f"_tup(n{k}.{fn}(gz{args}))"
             if ins.meta is not None:
                 call = f"n{k}._reduce({call})"
+            have = [o for o in ins.outs if o in grads or o == root[1]]
             if ins.multi:
-                gz = "[" + ", ".join(f"g{o}" if (o in grads or o == root[1]) else "None" for o in ins.outs) + "]"
+                gz = "[" + ", ".join(f"g{o}" if o in have else "None" for o in ins.outs) + "]"
                 lines.append(f"gz = {gz}")
                 lines.append(f"r = None if gz.count(None) == len(gz) else {call}")
             else:
                 o = ins.outs[0]
                 lines.append(f"gz = g{o}")
                 lines.append(f"r = None if gz is None else {call}")
+            if have:  # each output's gradient is read by its own op alone: free it now, as the engine does
+                lines.append(" = ".join(f"g{o}" for o in have) + " = gz = None")
             lines.append("if r is not None:")
             for i, (r, need) in enumerate(zip(ins.inputs, ins.needs)):
                 if not need:

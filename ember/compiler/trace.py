@@ -24,6 +24,8 @@ import dis
 import os
 import sys
 import traceback
+import warnings
+import weakref
 
 import numpy as np
 
@@ -32,6 +34,8 @@ from .._tensor import TENSOR_TYPES, Size, Slot, Tensor
 from ..autograd.grad_mode import MODE
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CLI_DIR = os.path.join(_EMBER_DIR, "cli")
+_COMPILER_DIR = os.path.dirname(os.path.abspath(__file__))
 _CALLERS = (os.path.join(_EMBER_DIR, "nn", "modules", "module.py"), os.path.abspath(__file__),
             os.path.join(_EMBER_DIR, "compiler", "api.py"))
 _LIB_DIRS = tuple({os.path.dirname(os.__file__)} | {p for p in sys.path if p.endswith(("site-packages", "dist-packages"))})
@@ -90,10 +94,12 @@ class Trace:
 
 
 def user_frame() -> str:
-    """The innermost frame outside ember, as "file:line" (where the user's code did it)."""
+    """The innermost frame of the user's code, as "file:line": outside ember's core (ember's command line
+    counts as a user) and outside Python's own frozen modules."""
     for fs in reversed(traceback.extract_stack()):
-        if not fs.filename.startswith(_EMBER_DIR):
-            return f"{fs.filename}:{fs.lineno}"
+        f = fs.filename
+        if (not f.startswith(_EMBER_DIR) or f.startswith(_CLI_DIR)) and not f.startswith("<"):
+            return f"{f}:{fs.lineno}"
     return "<ember>"
 
 
@@ -111,15 +117,18 @@ class Tracer:
         self.created: set[int] = set()  # ids of tensors made while capturing
         self.made_where: dict[int, str] = {}  # id -> "file:line" for those made outside recorded steps
         self.grads: dict[int, int] = {}  # id(p.grad) -> extern index of p, after a backward
-        self.keep: list = []  # everything whose id is a key above stays alive while capturing
+        self.keep: list = []  # what cannot be weakly referenced, kept alive while capturing
         self.codes: dict = {}  # user code objects that ran
         self.user_frames: set[int] = set()  # ids of the live frames running user code
         self._module_ids: set[int] = set()
         self.reads = 0  # reads of a computed tensor's array by the ops' wrappers since the last instruction
+        self.reads_nonfloat = 0  # ... of those, of integer and bool tensors (indices, masks)
         self.batch = None  # a dynamic capture: the batch size, whose reads from shapes become SymInts
         self.swapped: list = []  # (tensor, its class) for every tensor `_watch` changed
         self.bases: dict[int, int] = {}  # id of the memory owner of a value's array -> the first such value
-        self.keep_values: dict[int, object] = {}  # value index -> its array at capture
+        self.extern_bases: dict[int, int] = {}  # ... of an extern's array -> the extern
+        self.layout: dict[int, tuple] = {}  # value index -> (size, C-contiguous, address) of its array
+        self.refs: list = []  # weak references whose callbacks forget freed objects' ids
 
     # ------------------------------------------------------------------ running
     def run(self, fn, args: tuple, kwargs: dict):
@@ -130,14 +139,23 @@ class Tracer:
         _capture.set_active(self)
         set_make_hook(self._made)
         sys.setprofile(self._profile)
+        caller = user_frame()
         try:
-            result = fn(*args, **kwargs)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                result = fn(*args, **kwargs)
         finally:
             sys.setprofile(prev_profile)
             set_make_hook(None)
             _capture.set_active(None)
             for t, cls in self.swapped:
                 t.__class__ = cls
+        for w in caught:  # as eager would show them; one that names the compiler's frame names the caller's
+            filename, lineno = w.filename, w.lineno
+            if filename.startswith(_COMPILER_DIR):
+                filename, _, line = caller.rpartition(":")
+                lineno = int(line) if line.isdigit() else 0
+            warnings.warn_explicit(w.message, w.category, filename, lineno, source=w.source)
         self._scan_side_effects()
         if not self.trace.breaks:
             self.trace.output = self.spec(result)
@@ -145,7 +163,6 @@ class Tracer:
 
     def _made(self, t) -> None:
         self.created.add(id(t))
-        self.keep.append(t)
         if self.depth == 0:  # made outside any recorded step (by an op ember does not capture): remember where
             self.made_where[id(t)] = user_frame()
 
@@ -169,7 +186,7 @@ class Tracer:
                             seen[name] = g[name]
             else:
                 m = frame.f_locals.get("self")
-                if m is not None and id(m) not in self._module_ids and _is_module(m) and code.co_name == "__call__":
+                if m is not None and id(m) not in self._module_ids and _is_module(m) and code.co_name in ("__call__", "_call"):
                     self._module_ids.add(id(m))
                     self.trace.modules.append(m)
         elif event == "return":
@@ -188,7 +205,7 @@ class Tracer:
 
     def _append(self, ins: Instr) -> None:
         self.trace.instrs.append(ins)
-        self.reads = 0
+        self.reads = self.reads_nonfloat = 0
 
     # ------------------------------------------------------------------ breaks
     def graph_break(self, reason: str, t) -> None:
@@ -221,12 +238,24 @@ class Tracer:
         arr = obj._data if is_tensor else obj
         self.trace.values.append((is_tensor, getattr(arr, "shape", ()), getattr(arr, "dtype", None),
                                   is_tensor and obj._requires_grad, not is_tensor or obj._edge is None))
-        (self.tensor_ids if is_tensor else self.array_ids)[id(obj)] = i
+        table = self.tensor_ids if is_tensor else self.array_ids
+        table[id(obj)] = i
+        self._forget_when_freed(obj, table)
         if isinstance(arr, np.ndarray):
-            self.bases.setdefault(_root(arr), i)
-        self.keep_values[i] = arr
-        self.keep.append(obj)
+            root = _root_array(arr)
+            if id(root) not in self.bases:
+                self.bases[id(root)] = i
+                self._forget_when_freed(root, self.bases)
+            self.layout[i] = (arr.size, arr.flags.c_contiguous, arr.ctypes.data)
         return i
+
+    def _forget_when_freed(self, obj, table: dict) -> None:
+        """Drop obj's id from `table` once obj is freed (so a new object given the same id is not taken for
+        it). The capture keeps nothing alive that eager would free: its peak memory is eager's."""
+        try:
+            self.refs.append(weakref.ref(obj, lambda _, k=id(obj), t=table: t.pop(k, None)))
+        except TypeError:  # an array type without weak references: kept alive instead
+            self.keep.append(obj)
 
     def add_input(self, x) -> int:
         i = self.new_value(x, isinstance(x, Tensor))
@@ -243,8 +272,8 @@ class Tracer:
             if k is not None:  # p.grad read after a captured backward
                 return ("v", self._getgrad(x, k))
             if id(x) in self.created:
-                self._break(f"{where} is a tensor made outside a captured op (by an op ember does not capture, "
-                            f"such as nonzero or masked_select, whose shape is data-dependent) (a tensor of shape "
+                self._break(f"{where} is a tensor made outside the ops a capture records (by nonzero or "
+                            f"masked_select, whose shape is data-dependent, or by code wrapping an array itself) (a tensor of shape "
                             f"{list(x.shape)}, {x.dtype})", self.made_where.get(id(x)) or user_frame())
                 return ("e", self._extern(x))
             return ("e", self._extern(x))
@@ -252,17 +281,32 @@ class Tracer:
             i = self.array_ids.get(id(x))
             if i is not None:
                 return ("v", i)
+            k = self.extern_bases.get(_root(x))
+            if k is None and self.reads and x.__class__ is np.ndarray and _root(x) not in self.bases:
+                owner = _owner_tensor(_root_array(x))  # the array of a tensor from outside never passed to an op
+                if owner is not None and id(owner) not in self.created:
+                    self._extern(owner)
+                    k = self.extern_bases.get(_root(x))
+            if k is not None:  # an extern's array, or a view of it: read afresh at every replay
+                src = _SLOT.__get__(self.trace.externs[k])
+                if (isinstance(x, np.ndarray) and x.dtype == src.dtype and x.size == src.size and x.flags.c_contiguous
+                        and src.flags.c_contiguous and x.ctypes.data == src.ctypes.data):
+                    return ("ereshape", k, x.shape)
+                self.graph_break(f"{where} is an array viewing a tensor's memory outside the ops", None)
+                return ("c", x)
             j = self.bases.get(_root(x))
             if j is not None:  # a view of a value's memory, taken outside the ops
                 v = self.trace.values[j]
-                src = self.keep_values[j]
-                if (isinstance(x, np.ndarray) and x.dtype == v[2] and x.size == src.size and x.flags.c_contiguous
-                        and src.flags.c_contiguous and x.ctypes.data == src.ctypes.data):
+                size, contiguous, address = self.layout[j]
+                if (isinstance(x, np.ndarray) and x.dtype == v[2] and x.size == size and x.flags.c_contiguous
+                        and contiguous and x.ctypes.data == address):
                     return ("reshape", j, x.shape)
                 self.graph_break(f"{where} is an array viewing a computed tensor's memory", None)
-            elif self.reads:
-                # an array made outside the op right after its wrapper read a computed tensor's array: it may
-                # hold that tensor's values (indices, a mask, an argmax), which a replay would not recompute
+            elif self.reads and (getattr(x, "dtype", None) is None or x.dtype.kind in "iub" or self.reads_nonfloat):
+                # an array made outside the op right after its wrapper read a computed tensor's array: it may hold
+                # that tensor's values (indices, a mask, an argmax), which a replay would not recompute. (A float
+                # array after reads of float tensors only is taken as made from their shapes: a causal mask, a
+                # vector of ones; float values are not turned into constant arrays by ember's wrappers.)
                 self.graph_break(f"{where} is an array computed outside the op from a tensor's values", None)
             return ("c", x)
         if (x.__class__ is tuple or x.__class__ is list) and x:
@@ -276,6 +320,12 @@ class Tracer:
         if k is None:
             if t._data.dtype.kind in "iub":  # an index or mask held outside: its reads count too
                 self._watch(t)
+            a = _SLOT.__get__(t)
+            if isinstance(a, np.ndarray):
+                root = _root_array(a)
+                if id(root) not in self.extern_bases:
+                    self.extern_bases[id(root)] = len(self.trace.externs)
+                    self._forget_when_freed(root, self.extern_bases)
             k = len(self.trace.externs)
             self.trace.externs.append(t)
             self.extern_ids[id(t)] = k
@@ -457,6 +507,8 @@ def _get_data(self):
     tr = _capture.ACTIVE
     if tr is not None and tr.depth == 0 and sys._getframe(1).f_code.co_filename != __file__:
         tr.reads += 1  # (the tracer's own reads are bookkeeping)
+        if v.dtype.kind != "f":
+            tr.reads_nonfloat += 1
     return v
 
 
@@ -505,16 +557,31 @@ def _watched_class(cls: type) -> type:
     if w is None:
         w = type(cls.__name__, (cls,), {"__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__,
                                         "_data": property(_get_data, _SLOT.__set__),
-                                        "shape": property(_shape), "size": _size})
+                                        "shape": property(_shape), "size": _size, "_watched_of": cls})
         TENSOR_TYPES.add(w)
         _WATCHED[cls] = w
     return w
 
 
-def _root(a) -> int:
+def _owner_tensor(root):
+    """The tensor whose array is `root`, if one holds it (found through the garbage collector's referrers:
+    slow, and only asked when an op receives an array it cannot otherwise place)."""
+    import gc
+    for obj in gc.get_referrers(root):
+        if isinstance(obj, Tensor) and _SLOT.__get__(obj) is root:
+            return obj
+    return None
+
+
+def _root_array(a):
+    """The array that owns a's memory."""
     while getattr(a, "base", None) is not None:
         a = a.base
-    return id(a)
+    return a
+
+
+def _root(a) -> int:
+    return id(_root_array(a))
 
 
 def _is_module(m) -> bool:

@@ -239,6 +239,8 @@ def old_input(t: Tensor, cls) -> Tensor:
     to change). Also when t itself needs no gradient: `y.mul_(w)` must keep y's old values for w's gradient."""
     if not (MODE.grad and getattr(cls, "saves_inputs", True)):
         return t
+    if _capture.ACTIVE is not None:  # the same values and gradient, through an op a capture records
+        return t.clone()
     return make(t._data.copy(), t._requires_grad, t._edge)
 
 

@@ -27,6 +27,7 @@ from .linalg import matmul
 from .nn_activation import check_dropout_p, dropout_mask, dropout, softmax
 from .nn_misc import linear
 from .shape import cat
+from .._capture import traced
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -311,25 +312,23 @@ def multi_head_attention(query, key, value, embed_dim, num_heads, in_proj_weight
     if hd * h != e:
         raise AssertionError(f"embed_dim {e} not divisible by num_heads {h}")
     dtype = query._data.dtype
-    # masks, checked against the unpadded key length as PyTorch does
-    am = _float_mask(attn_mask, "attn_mask", dtype)
-    if am is not None:
-        if am.ndim == 2:
-            if am.shape != (lq, s):
-                raise RuntimeError(f"The shape of the 2D attn_mask is {list(am.shape)}, but should be ({lq}, {s}).")
-        elif am.ndim == 3:
-            if am.shape != (n * h, lq, s):
-                raise RuntimeError(f"The shape of the 3D attn_mask is {list(am.shape)}, but should be "
-                                   f"({n * h}, {lq}, {s}).")
-            am = am.reshape(n, h, lq, s)
+    # masks, checked against the unpadded key length as PyTorch does (their values are read in _additive_mask)
+    for name, m in (("attn_mask", attn_mask), ("key_padding_mask", key_padding_mask)):
+        _check_mask(m, name)
+    if attn_mask is not None:
+        ms = tuple(attn_mask.shape)
+        if len(ms) == 2:
+            if ms != (lq, s):
+                raise RuntimeError(f"The shape of the 2D attn_mask is {list(ms)}, but should be ({lq}, {s}).")
+        elif len(ms) == 3:
+            if ms != (n * h, lq, s):
+                raise RuntimeError(f"The shape of the 3D attn_mask is {list(ms)}, but should be ({n * h}, {lq}, {s}).")
         else:
-            raise RuntimeError(f"attn_mask's dimension {am.ndim} is not supported (expected 2-D (L, S) or 3-D "
+            raise RuntimeError(f"attn_mask's dimension {len(ms)} is not supported (expected 2-D (L, S) or 3-D "
                                f"(N*num_heads, L, S))")
-    kpm = _float_mask(key_padding_mask, "key_padding_mask", dtype)
-    if kpm is not None:
-        if kpm.shape != (n, s):
-            raise AssertionError(f"expecting key_padding_mask shape of {(n, s)}, but got {tuple(kpm.shape)}")
-        kpm = kpm.reshape(n, 1, 1, s)
+    if key_padding_mask is not None and tuple(key_padding_mask.shape) != (n, s):
+        raise AssertionError(f"expecting key_padding_mask shape of {(n, s)}, but got {tuple(key_padding_mask.shape)}")
+    pads = 0
     # input projections: one GEMM for self-attention, two when key is value
     b = in_proj_bias
     bq, bk, bv = (None, None, None) if b is None else (b[:e], b[e:2 * e], b[2 * e:])
@@ -347,7 +346,7 @@ def multi_head_attention(query, key, value, embed_dim, num_heads, in_proj_weight
     if bias_k is not None and bias_v is not None:
         k = cat([k, bias_k.expand(n, 1, e)], 1)
         v = cat([v, bias_v.expand(n, 1, e)], 1)
-        am, kpm = _pad_key(am), _pad_key(kpm)
+        pads += 1
         s += 1
     q = q.reshape(n, lq, h, hd).transpose(1, 2)
     k = k.reshape(n, s, h, hd).transpose(1, 2)
@@ -355,15 +354,17 @@ def multi_head_attention(query, key, value, embed_dim, num_heads, in_proj_weight
     if add_zero_attn:
         z = make(backend.array_module(q._data).zeros((n, h, 1, hd), dtype))
         k, v = cat([k, z], 2), cat([v, z], 2)
-        am, kpm = _pad_key(am), _pad_key(kpm)
+        pads += 1
         s += 1
-    mask = am if kpm is None else kpm if am is None else am + kpm
+    mask = None
+    if attn_mask is not None or key_padding_mask is not None:
+        mask = _additive_mask(attn_mask, key_padding_mask, n, h, lq, dtype, pads)
     p = dropout_p if training else 0.0
     weights = None
     if need_weights:  # PyTorch's explicit path: the weights are returned (rows fully masked give NaN, as there)
         sc = matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
         if mask is not None:
-            sc = sc + make(mask)
+            sc = sc + mask
         weights = softmax(sc, -1)
         if p > 0:
             weights = dropout(weights, p)
@@ -373,13 +374,39 @@ def multi_head_attention(query, key, value, embed_dim, num_heads, in_proj_weight
         if not batched:
             weights = weights.squeeze(0)
     else:
-        o = scaled_dot_product_attention(q, k, v, None if mask is None else make(mask), p)
+        o = scaled_dot_product_attention(q, k, v, mask, p)
     o = linear(o.transpose(1, 2).reshape(n, lq, e), out_proj_weight, out_proj_bias)
     if not batched:
         o = o.squeeze(0)
     elif not batch_first:
         o = o.transpose(0, 1)
     return o, weights
+
+
+def _check_mask(mask, name: str) -> None:
+    if mask is None:
+        return
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"multi_head_attention_forward(): {name} must be Tensor or None, not {type(mask).__name__}")
+    d = mask._data.dtype
+    if d != np.bool_ and d.kind != "f":
+        raise AssertionError(f"only bool and floating types of {name} are supported, got {_dtype_name(d)}")
+
+
+@traced
+def _additive_mask(attn_mask, key_padding_mask, n: int, h: int, lq: int, dtype, pads: int) -> Tensor:
+    """attn_mask and key_padding_mask (checked) as one additive mask that broadcasts to the scores (n, h, lq,
+    s + pads): each as PyTorch's _canonical_mask, `pads` attended key columns appended (bias_k/v, add_zero_attn),
+    summed. (One recorded call: a compiled program recomputes it from the masks of each call.)"""
+    am = _float_mask(attn_mask, "attn_mask", dtype)
+    if am is not None and am.ndim == 3:
+        am = am.reshape(n, h, lq, am.shape[-1])
+    kpm = _float_mask(key_padding_mask, "key_padding_mask", dtype)
+    if kpm is not None:
+        kpm = kpm.reshape(n, 1, 1, kpm.shape[-1])
+    for _ in range(pads):
+        am, kpm = _pad_key(am), _pad_key(kpm)
+    return make(am if kpm is None else kpm if am is None else am + kpm)
 
 
 def _pad_key(m: np.ndarray | None) -> np.ndarray | None:

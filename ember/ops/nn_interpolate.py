@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .. import backend
-from .._tensor import Tensor, make
+from .._tensor import Tensor, constant, make
 from .indexing import IndexSelect
 from .nn_args import ntuple, tensor_arg
 
@@ -92,7 +92,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         i1 = np.minimum(i0 + 1, n_in - 1)
         l1 = (src - i0).astype(ftype)
         shape = (n_out,) + (1,) * (x.ndim - 1 - ax)
-        w1 = make(am.asarray(l1.reshape(shape)))
-        w0 = make(am.asarray((ftype.type(1) - l1).reshape(shape)))
+        w1 = constant(am.asarray(l1.reshape(shape)))
+        w0 = constant(am.asarray((ftype.type(1) - l1).reshape(shape)))
         y = IndexSelect.apply(y, dim=ax, index=am.asarray(i0)) * w0 + IndexSelect.apply(y, dim=ax, index=am.asarray(i1)) * w1
     return y

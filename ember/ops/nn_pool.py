@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend
-from .._tensor import Tensor, make
+from .._tensor import Tensor, constant, make
 from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
 from .indexing import Take
@@ -254,7 +254,7 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     n, c, h, w = x.shape
     # the window sums: a 1-channel convolution of every plane with a kernel of ones (one GEMM)
     am = backend.array_module(x._data)
-    ones = make(am.ones((1, 1) + win.k, x._data.dtype))
+    ones = constant(am.ones((1, 1) + win.k, x._data.dtype))
     sums = View.apply(Conv.apply(View.apply(x, (n * c, 1, h, w)), ones, None, win, 1), (n, c, oh, ow))
     if divisor_override is not None:
         y = sums / divisor_override
@@ -262,7 +262,7 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
         dh = _window_sizes(h, oh, win.k[0], win.s[0], win.p[0][0], count_include_pad)
         dw = _window_sizes(w, ow, win.k[1], win.s[1], win.p[1][0], count_include_pad)
         div = np.multiply.outer(dh, dw)
-        y = sums / (int(div[0, 0]) if (div == div[0, 0]).all() else make(am.asarray(div.astype(x._data.dtype))))
+        y = sums / (int(div[0, 0]) if (div == div[0, 0]).all() else constant(am.asarray(div.astype(x._data.dtype))))
     return _unbatch(y, batched)
 
 
@@ -306,7 +306,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     if (oh, ow) == (1, 1):
         return x.mean((-2, -1), keepdim=True)
     am = backend.array_module(x._data)  # the small averaging matrices are built on the host, then moved
-    return matmul(make(am.asarray(_avg_matrix(h, oh, dtype))), matmul(x, make(am.asarray(_avg_matrix(w, ow, dtype).T.copy()))))
+    return matmul(constant(am.asarray(_avg_matrix(h, oh, dtype))), matmul(x, constant(am.asarray(_avg_matrix(w, ow, dtype).T.copy()))))
 
 
 def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):

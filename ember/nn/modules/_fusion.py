@@ -45,7 +45,8 @@ def _pool_window(p):
 def fused_conv_relu_pool(conv, second, third, x):
     """The fused result of conv, then second and third (a ReLU and a MaxPool2d, in either order), or None
     when the run must go layer by layer."""
-    if not ENABLED or type(conv) is not Conv2d or x.__class__ is not Tensor:
+    # (a plain Tensor; during ember.compile's capture, the capture's subclass of it, `_watched_of` Tensor)
+    if not ENABLED or type(conv) is not Conv2d or getattr(x.__class__, "_watched_of", x.__class__) is not Tensor:
         return None
     t2, t3 = type(second), type(third)
     if t2 is ReLU and t3 is MaxPool2d:
