@@ -71,3 +71,17 @@ def test_optimizer_step_uses_the_kernel_and_equals_the_reference(monkeypatch):
                 opt.step()
         results.append(m.weight.detach().numpy().copy())
     np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_nan_and_inf_propagate_as_in_the_reference():
+    """A NaN or inf gradient (a diverged step) gives the ufuncs' result, not an exception or another value."""
+    p, d, m, v = _arrays(np.float32, 4, 3)
+    v, vmax = np.abs(v), np.abs(_arrays(np.float32, 1, 4)[0])
+    d[:5] = [np.nan, np.inf, -np.inf, 0.0, np.nan]
+    vmax[4] = np.nan
+    ref = [a.copy() for a in (p, m, v, vmax)]
+    args = (0.1, 0.999, 0.5, 0.0, -0.01)  # eps 0: a zero denominator where v is 0
+    assert cpu_kernels.adam(p, d, m, v, vmax, *args)
+    kernels.adam_reference(ref[0], d, ref[1], ref[2], ref[3], *args, np.empty_like(p))
+    for a, b in zip((p, m, v, vmax), ref):
+        np.testing.assert_array_equal(a, b)
