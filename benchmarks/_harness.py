@@ -325,16 +325,22 @@ def in_order(cases: dict) -> dict:
     return {k: cases[k] for k in sorted(cases, key=lambda k: IMPLS.index(k) if k in IMPLS else len(IMPLS))}
 
 
-def train_step(model, opt, loss_fn, x, y) -> Callable[[], object]:
-    """One training step in ember or PyTorch (the same API): zero the grads, loss, backward, update.
-    Returns the detached loss."""
-    def step():
+def step_function(model, opt, loss_fn) -> Callable:
+    """One training step in ember or PyTorch (the same API) as a function of the batch: `step(x, y)` zeroes the
+    grads, computes the loss, backpropagates, updates and returns the detached loss."""
+    def step(x, y):
         opt.zero_grad()
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
         return loss.detach()
     return step
+
+
+def train_step(model, opt, loss_fn, x, y) -> Callable[[], object]:
+    """`step_function` on a fixed batch, as a zero-argument step."""
+    step = step_function(model, opt, loss_fn)
+    return lambda: step(x, y)
 
 
 def synced(step: Callable[[], object], device: str, lib) -> Callable[[], object]:

@@ -24,7 +24,7 @@ import numpy as np
 
 import ember
 
-from ._harness import EMBER_COMPILED, EMBER_MODEL, EMBER_STEP, Skipped, one_line, train_step
+from ._harness import EMBER_COMPILED, EMBER_MODEL, EMBER_STEP, Skipped, one_line, step_function, train_step
 
 CHECK_CALLS = 3  # compiled calls checked against the eager twin at build (the first one captures)
 MAX_CALLS = 6  # calls allowed before a replay must have happened
@@ -116,18 +116,6 @@ def prepared(step: Callable[[], object], fns: list,
     step.compiled_fns = fns
     if compile_s is not None:
         step.compile_s = round(compile_s, 4)
-    return step
-
-
-def step_function(model, opt, loss_fn: Callable) -> Callable:
-    """The harness's `train_step` as a function of the batch: `step(x, y)` zeroes the grads, computes the loss,
-    backpropagates, updates and returns the detached loss."""
-    def step(x, y):
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss.detach()
     return step
 
 

@@ -105,6 +105,19 @@ def twin(t: ember.Tensor) -> ember.Tensor:
     return c.requires_grad_() if t.requires_grad else c
 
 
+def same_call(c, e, x, models=None) -> None:
+    """c(x) (compiled) and e on a twin of x (eager) give the same result, and after `sum().backward()` the same
+    input gradient (and, given `models` (compiled's, eager's), the same parameter gradients)."""
+    xe = twin(x)
+    out, oute = c(x), e(xe)
+    assert_same(out, oute)
+    out.sum().backward()
+    oute.sum().backward()
+    if models is not None:
+        assert_grads(*models)
+    assert_same(x.grad, xe.grad)
+
+
 def line_of(obj, marker: str = "# BREAK") -> int:
     """The line number (in this file) of the line of obj's source that holds marker."""
     src, start = inspect.getsourcelines(obj)
@@ -409,13 +422,7 @@ def test_compile_function_forms(how):
     assert c.__name__ in ("_plain", "_decorated", "_decorated_full")
     assert c.fullgraph is (how == "decorator_fullgraph")
     for i in range(3):
-        x = data(i, 3, 4, rg=True)
-        xe = twin(x)
-        out, oute = c(x), _plain(xe)
-        assert_same(out, oute)
-        out.sum().backward()
-        oute.sum().backward()
-        assert_same(x.grad, xe.grad)
+        same_call(c, _plain, data(i, 3, 4, rg=True))
     assert c.stats["captures"] == 1 and c.stats["replays"] == 2, c.stats
 
 
@@ -1137,14 +1144,7 @@ def test_break_inside_submodule_keeps_the_rest_right():
     e = copy.deepcopy(m)
     cm = ember.compile(m)
     for i in range(3):
-        x = data(i, 5, 4, rg=True)
-        xe = twin(x)
-        out, oute = cm(x), e(xe)
-        assert_same(out, oute)
-        out.sum().backward()
-        oute.sum().backward()
-        assert_grads(m, e)
-        assert_same(x.grad, xe.grad)
+        same_call(cm, e, data(i, 5, 4, rg=True), (m, e))
     assert m[1].count == 3 and e[1].count == 3
 
 
