@@ -99,12 +99,7 @@ class _Entry:
             terms.append(f"m{k}.training is {flag}")
         for k, (e, owner, shape, dtype, cls, rg, nohooks) in enumerate(self.externs):
             ns[f"e{k}"], ns[f"s{k}"], ns[f"d{k}"], ns[f"c{k}"] = e, shape, dtype, cls
-            try:  # the array seen at capture, weakly: while it is still the tensor's, its metadata is unchanged
-                ns[f"w{k}"] = weakref.ref(e._data)
-                same = f"w{k}() is e{k}._data or "
-            except TypeError:
-                same = ""
-            terms.append(f"({same}e{k}._data.shape == s{k} and e{k}._data.dtype == d{k} and e{k}._data.__class__ is c{k}) "
+            terms.append(f"e{k}._data.shape == s{k} and e{k}._data.dtype == d{k} and e{k}._data.__class__ is c{k} "
                          f"and e{k}._requires_grad is {rg} and (e{k}._hooks is None) is {nohooks}")
             if owner is not None:
                 ns[f"t{k}"], ns[f"n{k}"] = owner[0].__dict__[owner[1]], owner[2]
