@@ -1,16 +1,20 @@
 """Replay: a `Trace` turned into one flat Python function, generated once per guard set.
 
 A replay does not run the user's Python code, its modules' `forward`s or the op wrappers: it
-is the list of recorded applications, one line each, on the values of this call. Two forms:
+is the list of recorded applications, one line each, on the values of this call. Three forms:
 
-- **graph** (the capture recorded a graph node, or ran `backward`): each line calls `dispatch`
-  with this call's tensors, so the result carries eager's graph and `loss.backward()` after it
-  (or a replayed `backward` and `optimizer.step()` inside it) gives eager's gradients, computed by
-  the same derivative code;
 - **flat** (nothing needed a gradient): values are raw arrays and each line is the op's
-  `forward` itself; only the results become Tensors.
+  `forward` itself; only the results become Tensors;
+- **graph** (a gradient is needed, and the static form does not apply): each line calls
+  `dispatch` with this call's tensors, so the result carries eager's graph and `loss.backward()`
+  after it (or a replayed `backward` and `optimizer.step()` inside it) gives eager's gradients,
+  computed by the same derivative code and the engine;
+- **static** (a whole step with one scalar `backward()`, see `_static_refusal`): values are raw
+  arrays; each recorded op's node keeps what `Op._attach` would, as decided at capture, and the
+  backward is unrolled into the same function (`Program._static_backward`): no graph is linked or
+  walked.
 
-Both are straight-line code with the values in local variables, every value deleted after its
+All are straight-line code with the values in local variables, every value deleted after its
 last use (so memory is freed as early as liveness allows), grad mode switched where the captured
 run switched it, and random ops called in the captured (eager) order.
 
