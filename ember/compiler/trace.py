@@ -184,9 +184,9 @@ class Tracer:
                     for name in code.co_names:
                         if name not in seen and name in g:
                             seen[name] = g[name]
-            else:
+            elif code.co_name in ("__call__", "_call"):  # (tested first: f_locals builds a dict)
                 m = frame.f_locals.get("self")
-                if m is not None and id(m) not in self._module_ids and _is_module(m) and code.co_name in ("__call__", "_call"):
+                if m is not None and id(m) not in self._module_ids and _is_module(m):
                     self._module_ids.add(id(m))
                     self.trace.modules.append(m)
         elif event == "return":
