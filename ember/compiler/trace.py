@@ -36,8 +36,7 @@ from ..autograd.grad_mode import MODE
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CLI_DIR = os.path.join(_EMBER_DIR, "cli")
 _COMPILER_DIR = os.path.dirname(os.path.abspath(__file__))
-_CALLERS = (os.path.join(_EMBER_DIR, "nn", "modules", "module.py"), os.path.abspath(__file__),
-            os.path.join(_EMBER_DIR, "compiler", "api.py"))
+_CALLERS: set = set()  # the code objects whose callees are the user's code: Tracer.run, Module's calls (below)
 _LIB_DIRS = tuple({os.path.dirname(os.__file__)} | {p for p in sys.path if p.endswith(("site-packages", "dist-packages"))})
 # Bytecodes that change Python state outliving the call: a replay, which does not run the Python
 # code, would skip them. Container mutation through methods (list.append) is not detected here
@@ -134,6 +133,8 @@ class Tracer:
     def run(self, fn, args: tuple, kwargs: dict):
         """Run fn(*args, **kwargs) eagerly under capture; the result is eager's."""
         from .._tensor import set_make_hook
+        if not _CALLERS:
+            _user_callers()
         self.trace.output = None
         prev_profile = sys.getprofile()
         _capture.set_active(self)
@@ -176,7 +177,7 @@ class Tracer:
                 # such as an array library or a stand-in for one, and what that calls, is not the user's)
                 back = frame.f_back
                 if self.depth == 0 and back is not None and not f.startswith(_LIB_DIRS) and not f.startswith("<") and (
-                        id(back) in self.user_frames or back.f_code.co_filename in _CALLERS):
+                        id(back) in self.user_frames or back.f_code in _CALLERS):
                     self.user_frames.add(id(frame))
                     self.codes[code] = None
                     g = frame.f_globals  # the globals this code may read: guarded by value or identity
@@ -241,12 +242,12 @@ class Tracer:
         table = self.tensor_ids if is_tensor else self.array_ids
         table[id(obj)] = i
         self._forget_when_freed(obj, table)
-        if isinstance(arr, np.ndarray):
+        if _is_array(arr):
             root = _root_array(arr)
             if id(root) not in self.bases:
                 self.bases[id(root)] = i
                 self._forget_when_freed(root, self.bases)
-            self.layout[i] = (arr.size, arr.flags.c_contiguous, arr.ctypes.data)
+            self.layout[i] = (arr.size, arr.flags.c_contiguous, _address(arr))
         return i
 
     def _forget_when_freed(self, obj, table: dict) -> None:
@@ -277,20 +278,20 @@ class Tracer:
                             f"{list(x.shape)}, {x.dtype})", self.made_where.get(id(x)) or user_frame())
                 return ("e", self._extern(x))
             return ("e", self._extern(x))
-        if isinstance(x, np.ndarray) or hasattr(x, "__cuda_array_interface__"):
+        if _is_array(x):
             i = self.array_ids.get(id(x))
             if i is not None:
                 return ("v", i)
             k = self.extern_bases.get(_root(x))
-            if k is None and self.reads and x.__class__ is np.ndarray and _root(x) not in self.bases:
+            if k is None and self.reads and _root(x) not in self.bases:
                 owner = _owner_tensor(_root_array(x))  # the array of a tensor from outside never passed to an op
                 if owner is not None and id(owner) not in self.created:
                     self._extern(owner)
                     k = self.extern_bases.get(_root(x))
             if k is not None:  # an extern's array, or a view of it: read afresh at every replay
                 src = _SLOT.__get__(self.trace.externs[k])
-                if (isinstance(x, np.ndarray) and x.dtype == src.dtype and x.size == src.size and x.flags.c_contiguous
-                        and src.flags.c_contiguous and x.ctypes.data == src.ctypes.data):
+                if (x.__class__ is src.__class__ and x.dtype == src.dtype and x.size == src.size and x.flags.c_contiguous
+                        and src.flags.c_contiguous and _address(x) == _address(src)):
                     return ("ereshape", k, x.shape)
                 self.graph_break(f"{where} is an array viewing a tensor's memory outside the ops", None)
                 return ("c", x)
@@ -298,8 +299,8 @@ class Tracer:
             if j is not None:  # a view of a value's memory, taken outside the ops
                 v = self.trace.values[j]
                 size, contiguous, address = self.layout[j]
-                if (isinstance(x, np.ndarray) and x.dtype == v[2] and x.size == size and x.flags.c_contiguous
-                        and contiguous and x.ctypes.data == address):
+                if (x.dtype == v[2] and x.size == size and x.flags.c_contiguous
+                        and contiguous and _address(x) == address):
                     return ("reshape", j, x.shape)
                 self.graph_break(f"{where} is an array viewing a computed tensor's memory", None)
             elif self.reads and (getattr(x, "dtype", None) is None or x.dtype.kind in "iub" or self.reads_nonfloat):
@@ -321,7 +322,7 @@ class Tracer:
             if t._data.dtype.kind in "iub":  # an index or mask held outside: its reads count too
                 self._watch(t)
             a = _SLOT.__get__(t)
-            if isinstance(a, np.ndarray):
+            if _is_array(a):
                 root = _root_array(a)
                 if id(root) not in self.extern_bases:
                     self.extern_bases[id(root)] = len(self.trace.externs)
@@ -563,6 +564,16 @@ def _watched_class(cls: type) -> type:
     return w
 
 
+def _is_array(a) -> bool:
+    """A NumPy array or a device (CuPy) array."""
+    return isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__")
+
+
+def _address(a) -> int:
+    """Where an array's data starts (host or device memory)."""
+    return a.ctypes.data if isinstance(a, np.ndarray) else a.data.ptr
+
+
 def _owner_tensor(root):
     """The tensor whose array is `root`, if one holds it (found through the garbage collector's referrers:
     slow, and only asked when an op receives an array it cannot otherwise place)."""
@@ -582,6 +593,14 @@ def _root_array(a):
 
 def _root(a) -> int:
     return id(_root_array(a))
+
+
+def _user_callers() -> None:
+    """Fill `_CALLERS`: a function the capture itself calls, or a module's forward (or hook) that a
+    Module call runs, is user code; what ember's other code calls is not."""
+    from ..nn.modules.module import Module
+    _CALLERS.update({Tracer.run.__code__, Module.__call__.__code__, Module._call.__code__,
+                     Module._call_with_hooks.__code__})
 
 
 def _is_module(m) -> bool:
