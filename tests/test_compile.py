@@ -1467,3 +1467,32 @@ def test_compile_accepted_arguments_and_disable():
     m.compile(disable=True)
     assert m.__dict__.get("_compiled_call") is None
     assert_same(m.eval()(data(0, 2, 6)), copy.deepcopy(m)(data(0, 2, 6)))
+
+
+def test_training_step_on_cuda_with_closure_tensors(cuda):
+    """A step reading its batch from a closure on a CUDA device (the real one, or the fake) replays in the
+    static form and equals eager: the target's device array reaches cross_entropy without the tensor."""
+    ember.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 3)).to(cuda)
+    e = copy.deepcopy(m)
+    opt, opte = ember.optim.Adam(m.parameters()), ember.optim.Adam(e.parameters())
+    x, y = ember.randn(5, 8, device=cuda), ember.randint(0, 3, (5,), device=cuda)
+
+    def step(model, o):
+        o.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        o.step()
+        return loss
+
+    c = ember.compile(step)
+    for i in range(3):
+        ember.manual_seed(i)
+        a = c(m, opt)
+        ember.manual_seed(i)
+        b = step(e, opte)
+        assert float(a) == float(b)
+    assert c.stats == {"captures": 1, "replays": 2, "eager": 0}, c.stats
+    assert c.cache[c.last_key][0].program.form == "static"
+    for p, q in zip(m.parameters(), e.parameters()):
+        np.testing.assert_array_equal(p.detach().cpu().numpy(), q.detach().cpu().numpy())
