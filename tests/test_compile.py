@@ -1496,3 +1496,26 @@ def test_training_step_on_cuda_with_closure_tensors(cuda):
     assert c.cache[c.last_key][0].program.form == "static"
     for p, q in zip(m.parameters(), e.parameters()):
         np.testing.assert_array_equal(p.detach().cpu().numpy(), q.detach().cpu().numpy())
+
+
+def test_other_threads_ops_are_not_captured():
+    """While one thread captures, ops another thread runs at the same time are not part of its program."""
+    import threading
+    stop = threading.Event()
+
+    def busy():
+        a = ember.randn(3)
+        while not stop.is_set():
+            a * 2 + 1
+
+    t = threading.Thread(target=busy)
+    t.start()
+    try:
+        f = ember.compile(lambda x: (x * 3).exp())
+        x = data(0, 3, 4)
+        for _ in range(5):
+            assert_same(f(x), (x * 3).exp())
+    finally:
+        stop.set()
+        t.join()
+    assert [i.name() for i in f.cache[f.last_key][0].trace.instrs] == ["Mul", "Exp"]

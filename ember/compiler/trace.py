@@ -23,6 +23,7 @@ import builtins
 import dis
 import os
 import sys
+import threading
 import traceback
 import warnings
 import weakref
@@ -109,7 +110,8 @@ class Tracer:
     def __init__(self, fullgraph: bool = False) -> None:
         self.trace = Trace()
         self.fullgraph = fullgraph
-        self.depth = 0
+        self._depth = 0
+        self.thread = threading.get_ident()  # the capturing thread: other threads' ops are not its program
         self.tensor_ids: dict[int, int] = {}
         self.array_ids: dict[int, int] = {}
         self.extern_ids: dict[int, int] = {}
@@ -128,6 +130,12 @@ class Tracer:
         self.extern_bases: dict[int, int] = {}  # ... of an extern's array -> the extern
         self.layout: dict[int, tuple] = {}  # value index -> (size, C-contiguous, address) of its array
         self.refs: list = []  # weak references whose callbacks forget freed objects' ids
+
+    @property
+    def depth(self) -> int:
+        """> 0 while an instruction runs (what it does inside is its own business); for any other thread
+        than the capturing one always 1, so that what other threads do is never recorded here."""
+        return self._depth if threading.get_ident() == self.thread else 1
 
     # ------------------------------------------------------------------ running
     def run(self, fn, args: tuple, kwargs: dict):
@@ -333,12 +341,12 @@ class Tracer:
         return k
 
     def _getgrad(self, g, k: int) -> int:
-        self.depth += 1
+        self._depth += 1
         try:
             i = self.new_value(g, True)
             self._append(Instr("getgrad", None, (("e", k),), outs=(i,)))
         finally:
-            self.depth -= 1
+            self._depth -= 1
         return i
 
     def array_ref(self, a, t):
@@ -387,11 +395,11 @@ class Tracer:
             attr_refs = {k: self.ref(v, f"attribute {k!r} of {cls.__name__}") for k, v in attrs.items()}
             if all(r[0] == "c" for r in attr_refs.values()):
                 attr_refs = None  # constants: the dict itself is replayed
-        self.depth += 1
+        self._depth += 1
         try:
             out = dispatch(node, inputs, arrays, attrs)
         finally:
-            self.depth -= 1
+            self._depth -= 1
         outs = tuple(self.new_value(o, True) for o in out) if out.__class__ is tuple else (self.new_value(out, True),)
         if out.__class__ is tuple:
             if any(o._edge is not None for o in out):
@@ -416,11 +424,11 @@ class Tracer:
     def host(self, fn, args: tuple, kwargs: dict):
         refs = tuple(self.ref(a) for a in args)
         krefs = {k: self.ref(v) for k, v in kwargs.items()}
-        self.depth += 1
+        self._depth += 1
         try:
             out = fn(*args, **kwargs)
         finally:
-            self.depth -= 1
+            self._depth -= 1
         is_t = isinstance(out, Tensor)
         if not is_t and not isinstance(out, np.ndarray) and not hasattr(out, "__cuda_array_interface__"):
             self.graph_break(f"{fn.__qualname__} returned a {type(out).__name__}", None)
@@ -435,21 +443,21 @@ class Tracer:
         for a in list(args[1:]) + list(kwargs.values()):
             if callable(a) or isinstance(a, Tensor):
                 self.graph_break(f"{fn.__qualname__} called with a {type(a).__name__} argument", None)
-        self.depth += 1
+        self._depth += 1
         try:
             out = fn(*args, **kwargs)
         finally:
-            self.depth -= 1
+            self._depth -= 1
         self._append(Instr("call", fn, args, (), kwargs, ()))
         return out
 
     def commit(self, real, t, result, op: str):
         target, value = self.ref(t, f"the target of {op}"), self.ref(result, f"the value of {op}")
-        self.depth += 1
+        self._depth += 1
         try:
             out = real(t, result, op)
         finally:
-            self.depth -= 1
+            self._depth -= 1
         self._append(Instr("commit", real, (target, value), (), {"op": op}, ()))
         if result._requires_grad:
             self.trace.recorded = True
@@ -474,11 +482,11 @@ class Tracer:
         roots = tuple(self.ref(t, "a backward root") for t in tensors)
         grefs = None if grad_tensors is None else tuple(self.ref(g, "a backward gradient") for g in grad_tensors)
         irefs = None if inputs is None else tuple(self.ref(t, "a backward input") for t in inputs)
-        self.depth += 1
+        self._depth += 1
         try:
             real(tensors, grad_tensors, retain_graph, create_graph, inputs)
         finally:
-            self.depth -= 1
+            self._depth -= 1
         self._append(Instr("backward", real, roots, grefs, {"retain_graph": retain_graph, "inputs": irefs}, ()))
         # the leaves' .grad are read afresh after a replayed backward
         self.grads = {}
