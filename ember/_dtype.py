@@ -8,6 +8,7 @@ from __future__ import annotations
 import builtins
 
 import numpy as np
+from ._capture import opaque
 
 
 class dtype:
@@ -57,6 +58,7 @@ def get_default_dtype() -> dtype:
     return _DEFAULT_FLOAT
 
 
+@opaque
 def set_default_dtype(d: dtype) -> None:
     """Set the dtype of float tensors created from Python floats (float32 or float64)."""
     global _DEFAULT_FLOAT, NP_DEFAULT_FLOAT

@@ -251,6 +251,8 @@ class Tensor:
         if not requires_grad and self._edge is not None:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use a computed "
                                "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach().")
+        if _capture.ACTIVE is not None:
+            _capture.refuse("requires_grad_() on a tensor (a replay would not set it)")
         self._requires_grad = requires_grad
         return self
 
@@ -376,6 +378,8 @@ class Tensor:
                                   "require differentiation use var_no_grad = var.detach()."))
         if value and self._data.dtype.kind != "f":
             raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got {self.dtype}")
+        if _capture.ACTIVE is not None:
+            _capture.refuse("setting requires_grad on a tensor (a replay would not set it)")
         self._requires_grad = value
 
     def _del_requires_grad(self) -> None:
