@@ -10,8 +10,9 @@ Measured on this project's 2-core machine (docs/performance.md, issue 21): SGD m
 512×784 float32 parameter 138 µs with ufuncs, 69 µs here; Adam on 110k floats 155 µs, 63 µs.
 numexpr, the other candidate, took 430–620 µs for the SGD update (two evaluate calls): not used.
 
-numba is the `compile` extra (`pip install 'ember[compile]'`); without it, or with EMBER_NUMBA=0,
-`enabled()` is False and the ufunc references run. numba is imported at the first update large
+numba is the `compile` extra (`pip install 'ember[compile]'`), and the kernels run in the steps that
+`ember.compile` replays (see `active`); elsewhere, without numba, or with EMBER_NUMBA=0, the ufunc
+references run. numba is imported at the first update large
 enough to use it (importing it costs ~0.3 s), and the compiled kernels are cached on disk
 (`cache=True`), so a second process loads them instead of compiling again.
 """
@@ -24,6 +25,11 @@ import numpy as np
 MIN_SIZE = 1 << 14  # elements; smaller parameters are few passes' work (and the grouped update flattens them)
 
 _state: dict = {}
+# > 0 while a program compiled by ember.compile replays (program.py raises it around the replay). Only
+# there: importing numba and loading the kernels costs a process 0.5-0.9 s (measured: the main job took
+# 1.45 s without, 2.0-2.4 s with), which a short eager run never earns back at ~0.1-0.3 ms per step;
+# a user who compiles has chosen to pay a one-time cost for faster steps.
+active = 0
 
 
 def enabled() -> bool:
@@ -95,8 +101,9 @@ def _load() -> bool:
 
 
 def usable(p) -> bool:
-    """Whether the kernels may update `p`: a contiguous float32/float64 NumPy array of at least MIN_SIZE."""
-    return (type(p) is np.ndarray and p.size >= MIN_SIZE and p.dtype.kind == "f" and p.dtype.itemsize >= 4
+    """Whether the kernels may update `p`: inside a compiled program's replay (`active`), a contiguous
+    float32/float64 NumPy array of at least MIN_SIZE."""
+    return (active and type(p) is np.ndarray and p.size >= MIN_SIZE and p.dtype.kind == "f" and p.dtype.itemsize >= 4
             and p.flags.c_contiguous and enabled())
 
 

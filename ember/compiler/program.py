@@ -29,7 +29,7 @@ from ..autograd import function as _function
 from ..autograd.engine import _Run
 from ..autograd.function import FREED, Op
 from ..autograd.grad_mode import MODE
-from ..backend import array_module
+from ..backend import array_module, cpu_kernels
 from .trace import Instr, Trace
 
 _new = object.__new__
@@ -124,7 +124,8 @@ class Program:
     def _generate(self):
         trace, graph, static = self.trace, self.graph, self.form == "static"
         ns: dict = {"N": _new, "D": _function.dispatch, "M": MODE, "_mk": make, "_fix": _fix, "_copy": _copy_into,
-                    "_bump": _bump, "_grads": _Grads, "_freed": _freed, "_ones": _ones_like, "_tup": _tup}
+                    "_bump": _bump, "_grads": _Grads, "_freed": _freed, "_ones": _ones_like, "_tup": _tup,
+                    "K": cpu_kernels}
         consts: dict[int, str] = {}
 
         def const(x) -> str:
@@ -202,6 +203,7 @@ class Program:
         returned = {r[1] for r in _spec_refs(trace.output) if r[0] in ("v", "cast", "reshape")}
         mode = MODE.grad
         lines.append("    _prev = M.grad")
+        lines.append("    K.active += 1")  # the optimizers' fused CPU kernels (backend/cpu_kernels.py) run here
         lines.append("    try:")
         body = []
         for n, ins in enumerate(self.instrs):
@@ -287,6 +289,7 @@ class Program:
         lines += ["        " + b for b in body] or ["        pass"]
         lines.append("    finally:")
         lines.append("        M.grad = _prev")
+        lines.append("        K.active -= 1")
         lines.append(f"    return {self._out(trace.output, graph, tensor_ref, input_pos, const)}")
         source = "\n".join(lines) + "\n"
         code = compile(source, "<ember.compile>", "exec")
