@@ -26,6 +26,9 @@ import ember
 
 from ._harness import EMBER_COMPILED, EMBER_MODEL, EMBER_STEP, Skipped, one_line, step_function, train_step
 
+# ember.compile's mode for the timed columns: its fastest (the optimizers' fused numba updates in replays;
+# benchmarks/memory.py measures the default mode, which does not load numba)
+MODE = "max-autotune"
 CHECK_CALLS = 3  # compiled calls checked against the eager twin at build (the first one captures)
 MAX_CALLS = 6  # calls allowed before a replay must have happened
 SEED = 1234  # ember's generator is seeded with SEED + i before the i-th call of the twin and of the compiled step
@@ -132,10 +135,10 @@ def train_cases(model, make_opt: Callable, loss_fn: Callable, x, y, impls, check
             t = copy.deepcopy(model)
             twin = train_step(t, make_opt(t), loss_fn, x, y)
         if k == EMBER_MODEL:
-            cm = ember.compile(m)
+            cm = ember.compile(m, mode=MODE)
             step, fns = train_step(cm, make_opt(m), loss_fn, x, y), [cm.__dict__["_compiled"]]
         else:
-            fn = ember.compile(step_function(m, make_opt(m), loss_fn))
+            fn = ember.compile(step_function(m, make_opt(m), loss_fn), mode=MODE)
             step, fns = (lambda fn=fn: fn(x, y)), [fn]
         out[k] = prepared(step, fns, twin)
     return out
@@ -162,10 +165,10 @@ def infer_cases(model, x, impls, check: bool = True) -> dict:
             continue
         m = copy.deepcopy(model)
         if k == EMBER_MODEL:
-            cm = ember.compile(m)
+            cm = ember.compile(m, mode=MODE)
             step, fns = infer_with(cm), [cm.__dict__["_compiled"]]
         else:
-            fn = ember.compile(forward(m))
+            fn = ember.compile(forward(m), mode=MODE)
             step, fns = (lambda fn=fn: fn(x)), [fn]
         out[k] = prepared(step, fns, twin)
     return out

@@ -370,10 +370,11 @@ def render(res: dict) -> str:
     elif res["torch"] is not None:
         lines += ["torch.compile not run (`--no-compile`, or `--quick` without `--compile`).", ""]
     if ecomp:
+        from .ember_compile import MODE
         lines += ["ember.compile(model): `model = ember.compile(model)`, the step otherwise eager; "
                   "ember.compile(step): the whole step function compiled (forward, backward and the optimizer's "
-                  "update; for inference the no_grad forward). The ratio columns above are eager ember's; the "
-                  "compiled columns' are below.", ""]
+                  f"update; for inference the no_grad forward); both with mode={MODE!r}. The ratio columns above "
+                  "are eager ember's; the compiled columns' are below.", ""]
         lines += _compile_section(res)
     lines.append(f"Others' CPU: the CPU cores other processes kept busy while the row was measured (/proc/stat "
                  f"less this process); above {OTHERS_LIMIT} the row is marked ⚠. Each sample started once the "

@@ -93,3 +93,32 @@ def test_nan_and_inf_propagate_as_in_the_reference():
     kernels.adam_reference(ref[0], d, ref[1], ref[2], ref[3], *args, np.empty_like(p))
     for a, b in zip((p, m, v, vmax), ref):
         np.testing.assert_array_equal(a, b)
+
+
+def test_max_autotune_replays_use_the_kernels_and_default_does_not(monkeypatch):
+    """mode="max-autotune" runs the optimizer's update with the numba kernel in replays; the default mode
+    (no numba import, no extra memory) keeps the ufuncs. Both give the same parameters."""
+    import ember
+    import ember.nn as nn
+    calls = []
+    real = cpu_kernels.sgd_momentum
+    monkeypatch.setattr(cpu_kernels, "sgd_momentum", lambda *a: calls.append(1) or real(*a))
+    weights = []
+    for mode in ("default", "max-autotune"):
+        ember.manual_seed(0)
+        m = nn.Linear(300, 200)
+        opt = ember.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        x = ember.ones(4, 300)
+
+        def step():
+            opt.zero_grad()
+            m(x).square().sum().backward()
+            opt.step()
+
+        c = ember.compile(step, mode=mode)
+        before = len(calls)
+        for _ in range(3):
+            c()
+        assert (len(calls) > before) is (mode == "max-autotune"), mode
+        weights.append(m.weight.detach().numpy().copy())
+    np.testing.assert_array_equal(weights[0], weights[1])

@@ -58,9 +58,11 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
     dynamic: True treats the batch (first) dimension of the inputs as symbolic from the start;
         None does so once a second batch size is seen; False recaptures per shape. A program is
         shared across batch sizes only when no constant of it derives from the batch size.
-    mode: every PyTorch mode is accepted and does the same in ember: capture, dead-code removal,
-        liveness-ordered frees, and replay as one generated function without the Python code (which
-        is what "reduce-overhead" asks of CUDA graphs in PyTorch); ember has no kernels to autotune.
+    mode: every PyTorch mode is accepted. All capture, remove dead code, free by liveness and replay
+        one generated function without the Python code (which is what "reduce-overhead" asks of CUDA
+        graphs in PyTorch). "max-autotune" (and "max-autotune-no-cudagraphs") also run the optimizers'
+        updates as fused numba loops in replays (the `compile` extra; bit-identical results): faster
+        steps, for a one-time 0.5-0.9 s and ~120 MiB per process (numba's import and LLVM).
     backend: "ember" (also accepted: PyTorch's "inductor", "eager", "aot_eager": all ember's compiler).
     disable: return `model` itself.
     """

@@ -108,8 +108,9 @@ def optimise(trace: Trace) -> list[Instr]:
 class Program:
     """A trace compiled to a function `run(inputs) -> result` (see the module docstring)."""
 
-    def __init__(self, trace: Trace, static: bool = True) -> None:
+    def __init__(self, trace: Trace, static: bool = True, kernels: bool = False) -> None:
         self.trace = trace
+        self.kernels = kernels  # run the optimizers' fused numba updates (mode="max-autotune")
         self.instrs = optimise(trace)
         needs_graph = trace.recorded or any(i.kind == "backward" for i in trace.instrs)
         self.static_why = _static_refusal(trace, self.instrs) if needs_graph else None
@@ -203,7 +204,8 @@ class Program:
         returned = {r[1] for r in _spec_refs(trace.output) if r[0] in ("v", "cast", "reshape")}
         mode = MODE.grad
         lines.append("    _prev = M.grad")
-        lines.append("    K.active += 1")  # the optimizers' fused CPU kernels (backend/cpu_kernels.py) run here
+        if self.kernels:  # the optimizers' fused CPU kernels (backend/cpu_kernels.py) run in this replay
+            lines.append("    K.active += 1")
         lines.append("    try:")
         body = []
         for n, ins in enumerate(self.instrs):
@@ -289,7 +291,8 @@ class Program:
         lines += ["        " + b for b in body] or ["        pass"]
         lines.append("    finally:")
         lines.append("        M.grad = _prev")
-        lines.append("        K.active -= 1")
+        if self.kernels:
+            lines.append("        K.active -= 1")
         lines.append(f"    return {self._out(trace.output, graph, tensor_ref, input_pos, const)}")
         source = "\n".join(lines) + "\n"
         code = compile(source, "<ember.compile>", "exec")
