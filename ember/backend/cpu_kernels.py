@@ -11,8 +11,8 @@ Measured on this project's 2-core machine (docs/performance.md, issue 21): SGD m
 numexpr, the other candidate, took 430–620 µs for the SGD update (two evaluate calls): not used.
 
 numba is the `compile` extra (`pip install 'ember[compile]'`), and the kernels run in the steps that
-`ember.compile` replays (see `active`); elsewhere, without numba, or with EMBER_NUMBA=0, the ufunc
-references run. numba is imported at the first update large
+`ember.compile(..., mode="max-autotune")` replays (see `active`); elsewhere, without numba, or with
+EMBER_NUMBA=0, the ufunc references run. numba is imported at the first update large
 enough to use it (importing it costs ~0.3 s), and the compiled kernels are cached on disk
 (`cache=True`), so a second process loads them instead of compiling again.
 """
@@ -25,10 +25,10 @@ import numpy as np
 MIN_SIZE = 1 << 14  # elements; smaller parameters are few passes' work (and the grouped update flattens them)
 
 _state: dict = {}
-# > 0 while a program compiled by ember.compile replays (program.py raises it around the replay). Only
-# there: importing numba and loading the kernels costs a process 0.5-0.9 s (measured: the main job took
-# 1.45 s without, 2.0-2.4 s with), which a short eager run never earns back at ~0.1-0.3 ms per step;
-# a user who compiles has chosen to pay a one-time cost for faster steps.
+# > 0 while a program compiled by ember.compile(..., mode="max-autotune") replays (program.py raises it
+# around the replay). Only there: importing numba and loading the kernels cost a process 0.5-0.9 s
+# (measured: the main job took 1.45 s without, 2.0-2.4 s with) and ~120 MiB, which a short run never
+# earns back at ~0.1-0.3 ms per step; that mode is the user's choice to pay them for faster steps.
 active = 0
 
 
