@@ -22,9 +22,15 @@ from .serialization import save, load
 from . import nn, optim, utils  # noqa: E402  (after the ops: nn, optim and utils.data build on them)
 from . import compiler, _dynamo  # noqa: E402  (after nn: compiled modules are Modules)
 from .compiler import compile  # noqa: E402,A004  (ember.compile, as torch.compile)
+from ._lazy import lazy  # noqa: E402  (lazy evaluation: `with ember.lazy():`, or EMBER_LAZY=1)
 
 # NumPy's floating-point warnings (log(0), x/0, overflow) are PyTorch's silent inf/NaN:
 # silence them for ember's own calls only, leaving the user's NumPy code untouched.
 _warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"ember(\.|$)")
 
 __version__ = "0.1.0"
+
+import os as _os  # noqa: E402
+if _os.environ.get("EMBER_LAZY", "0") not in ("", "0"):
+    lazy().__enter__()  # the whole program (its main thread) runs lazily: values are computed when needed
+del _os

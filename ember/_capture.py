@@ -1,7 +1,9 @@
 """The capture seam: the one switch the core reads to let `ember.compile` watch a run.
 
 `ACTIVE` is None, except while `ember.compiler` captures a program (then it is the
-`ember.compiler.trace.Tracer`). The core consults it only where a run does something the
+`ember.compiler.trace.Tracer`) or while a thread runs lazily (`ember.lazy()`: the `ember._lazy.LazyMode`,
+which defers applications instead of recording them, and computes what is pending wherever the
+tracer would break). The core consults it only where a run does something the
 compiler must either record or refuse to replay:
 
 - `autograd.function.dispatch` (every op application; it reads the copy `function._tracer`,
@@ -57,10 +59,26 @@ def opaque(fn):
 
 
 def read(t, what: str) -> None:
-    """Python reads a tensor's value (`what`): under capture, a graph break."""
+    """Python reads a tensor's value (`what`): under capture, a graph break; in lazy mode, the value is
+    computed."""
     tr = ACTIVE
     if tr is not None and tr.depth == 0:
-        tr.graph_break(f"{what} reads a tensor's value", t)
+        tr.read(t, what)
+
+
+def writing(t) -> None:
+    """t's array is about to be written outside an op (running statistics, init, gradient clipping): in lazy
+    mode, everything pending (which may read it) runs first. (A capture breaks at the write's bump_version.)"""
+    tr = ACTIVE
+    if tr is not None and tr.depth == 0:
+        tr.writing(t)
+
+
+def settle(t) -> None:
+    """t's place in the graph is read (`grad_fn`, `is_leaf`): in lazy mode a pending t is computed first."""
+    tr = ACTIVE
+    if tr is not None and tr.depth == 0:
+        tr.settle(t)
 
 
 def refuse(what: str) -> None:

@@ -131,7 +131,7 @@ def result_type(*operands) -> np.dtype:
     priority over 0-d arrays, which take priority over Python numbers)."""
     dim = zero = wrapped = None
     for o in operands:
-        if isinstance(o, np.ndarray) or hasattr(o, "__cuda_array_interface__"):
+        if isinstance(o, np.ndarray) or hasattr(o, "__cuda_array_interface__") or hasattr(o, "__ember_array__"):
             if o.ndim:
                 dim = o.dtype if dim is None else promote_types(dim, o.dtype)
             else:

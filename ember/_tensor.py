@@ -118,6 +118,8 @@ class Tensor:
 
     @property
     def grad_fn(self):
+        if _capture.ACTIVE is not None:
+            _capture.settle(self)
         e = self._edge
         return e.node if type(e) is Slot else e
 
@@ -133,6 +135,8 @@ class Tensor:
 
     @property
     def retains_grad(self) -> bool:
+        if _capture.ACTIVE is not None:
+            _capture.settle(self)
         e = self._edge
         if e is None:
             return False
@@ -265,6 +269,8 @@ class Tensor:
         return t
 
     def detach_(self) -> "Tensor":
+        if _capture.ACTIVE is not None:
+            _capture.settle(self)
         self._edge = None
         self._requires_grad = False
         return self
@@ -273,6 +279,8 @@ class Tensor:
         """Keep `.grad` on this non-leaf tensor after backward."""
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if _capture.ACTIVE is not None:
+            _capture.settle(self)
         e = self._edge
         if e is None:
             return  # leaves always keep their grad
@@ -290,6 +298,7 @@ class Tensor:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if _capture.ACTIVE is not None:
             _capture.refuse("Tensor.register_hook (the hook is Python code)")
+            _capture.settle(self)
         e = self._edge
         if e is None:
             if self._hooks is None:
@@ -342,6 +351,9 @@ class Tensor:
     def _set_data(self, value) -> None:
         if not isinstance(value, Tensor):
             raise TypeError(f"Variable data has to be a tensor, but got {type_name(value)}")
+        if _capture.ACTIVE is not None:
+            _capture.settle(value)  # (ember.lazy: the array that is shared is a computed one)
+            _capture.settle(self)
         new = value._data
         if self._requires_grad and new.dtype.kind != "f":
             raise RuntimeError(f"data set to a tensor that requires gradients must be floating point or complex dtype "
@@ -361,6 +373,8 @@ class Tensor:
 
     def _set_grad(self, g) -> None:
         if g is not None:
+            if _capture.ACTIVE is not None:
+                _capture.settle(g)  # (ember.lazy: a gradient is a computed array)
             _check_grad(self, g)
         self._grad = g
 

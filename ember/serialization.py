@@ -31,7 +31,7 @@ from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
-from . import backend
+from . import _capture, backend
 from ._tensor import Tensor, make
 
 __all__ = ["save", "load"]
@@ -85,6 +85,8 @@ class _Encoder:
         self.devices: dict[str, str] = {}  # name -> device, for tensors saved from a device other than the CPU
 
     def tensor(self, t: Tensor, parts: list) -> dict:
+        if _capture.ACTIVE is not None:
+            _capture.read(t, "ember.save")  # (a pending value of ember.lazy is computed)
         arr = t._data
         if type(arr) is np.ndarray:
             key = (arr.__array_interface__["data"][0], arr.shape, arr.strides, arr.dtype.str)

@@ -451,6 +451,8 @@ class Function(metaclass=_FunctionMeta):
     @classmethod
     def apply(cls, *args, **kwargs):
         if _tracer is not None:
+            if getattr(_tracer, "lazy", False) and _tracer.depth == 0:  # ember.lazy: its forward runs now
+                return _tracer.opaque(cls.apply.__func__, (cls,) + args, kwargs)
             from .._capture import refuse
             refuse(f"the custom autograd.Function {cls.__name__} (its backward is Python code)")
         ctx = _new(cls._backward_cls)

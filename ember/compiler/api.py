@@ -39,7 +39,7 @@ _ALL: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 
 def is_compiling() -> bool:
     """True while a compiled function is being captured (PyTorch: torch.compiler.is_compiling)."""
-    return _capture.ACTIVE is not None
+    return isinstance(_capture.ACTIVE, Tracer)
 
 
 def reset() -> None:
@@ -202,8 +202,10 @@ class CompiledFunction:
 
     # ------------------------------------------------------------------ the call
     def __call__(self, *args, **kwargs):
-        if _capture.ACTIVE is not None:  # inside another capture: be part of that one
-            return self.fn(*args, **kwargs)
+        if _capture.ACTIVE is not None:
+            if getattr(_capture.ACTIVE, "lazy", False) and _capture.ACTIVE.depth == 0:  # ember.lazy(): pending work first
+                return _capture.ACTIVE.outside(self.__call__, args, kwargs)
+            return self.fn(*args, **kwargs)  # inside another capture: be part of that one
         leaves: list = []
         sig = _signature((args, kwargs), leaves)
         env = (MODE.grad, MODE.anomaly, _default_dtype(), _fusion.ENABLED)
@@ -458,6 +460,75 @@ class ExplainOutput:
         return "\n".join(lines)
 
     __repr__ = __str__
+
+    def to_dot(self, optimised: bool = True) -> str:
+        """The captured graph as Graphviz DOT source: instructions are boxes (in program order), the function's
+        tensor inputs and the externs it reads (parameters, buffers) ellipses, the result a green ellipse.
+        `optimised=False` draws it as recorded; True, as replayed (after dead-code elimination), so the two
+        pictures show what the optimiser removed. (ember.viz draws the autograd graph of a tensor instead.)"""
+        if self.program is None:
+            raise RuntimeError(f"explain(): nothing to draw, the capture broke ({'; '.join(self.break_reasons)})")
+        return program_dot(self.trace, self.program.instrs if optimised else self.trace.instrs)
+
+    def render(self, path, optimised: bool = True, format: str | None = None) -> str:
+        """`to_dot` drawn by Graphviz's `dot` into `path` (PNG, SVG or PDF, from the extension or `format`)."""
+        import os
+        from .. import viz
+        path = os.fspath(path)
+        fmt = (format or os.path.splitext(path)[1].lstrip(".")).lower()
+        if fmt not in viz._FORMATS:
+            raise ValueError(f"render(): cannot tell the image format from {path!r}: use one of "
+                             f"{', '.join(viz._FORMATS)}")
+        return viz.render_source(self.to_dot(optimised), path, fmt)
+
+
+_VALUE_REFS, _EXTERN_REFS = ("v", "cast", "reshape"), ("e", "ecast", "ereshape")
+
+
+def _refs(x, depth: int = 0):
+    """("v", i) and ("e", k) for the value and extern references inside an instruction's arguments."""
+    if isinstance(x, tuple) and len(x) >= 2 and x[0] in _VALUE_REFS + _EXTERN_REFS and isinstance(x[1], int):
+        yield ("e" if x[0] in _EXTERN_REFS else "v"), x[1]
+    elif isinstance(x, (tuple, list)) and depth < 4:
+        for e in x:
+            yield from _refs(e, depth + 1)
+    elif isinstance(x, dict) and depth < 4:
+        for e in x.values():
+            yield from _refs(e, depth + 1)
+
+
+def program_dot(trace, instrs) -> str:
+    """DOT source of the instructions `instrs` of `trace` (see ExplainOutput.to_dot)."""
+    from ..viz import _LEAF_STYLE, _OP_STYLE, _OUT_STYLE, _quote
+    from .program import _spec_refs
+    lines = ["digraph program {", "  graph [rankdir=TB];", '  node [fontname="Helvetica", fontsize=11];']
+    made = {}  # value index -> the DOT node that made it
+    for k, i in enumerate(trace.inputs):
+        v = trace.values[i]
+        label = f"input {k}" + (f"\n{tuple(v[1])}" if v[0] else "")
+        lines.append(f"  in{k} [label={_quote(label)}, {_LEAF_STYLE}];")
+        made[i] = f"in{k}"
+    externs = set()
+    for n, ins in enumerate(instrs):
+        label = ins.name() if ins.kind == "op" else f"{ins.kind} {ins.name()}"
+        lines.append(f"  i{n} [label={_quote(label)}, {_OP_STYLE}];")
+        for kind, idx in _refs((ins.inputs, ins.attr_refs)):
+            if kind == "e":
+                if idx not in externs:
+                    externs.add(idx)
+                    label = f"extern {idx}\n{tuple(trace.externs[idx].shape)}"
+                    lines.append(f"  e{idx} [label={_quote(label)}, {_LEAF_STYLE}];")
+                lines.append(f"  e{idx} -> i{n};")
+            elif idx in made:
+                lines.append(f"  {made[idx]} -> i{n};")
+        for o in ins.outs:
+            made[o] = f"i{n}"
+    for r in _spec_refs(trace.output):
+        if r[0] in _VALUE_REFS and r[1] in made:
+            lines.append(f'  out [label="result", {_OUT_STYLE}];')
+            lines.append(f"  {made[r[1]]} -> out;")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
 
 
 def explain(fn, *args, **kwargs) -> ExplainOutput:

@@ -217,6 +217,15 @@ class Tracer:
         self.reads = self.reads_nonfloat = 0
 
     # ------------------------------------------------------------------ breaks
+    def read(self, t, what: str) -> None:
+        self.graph_break(f"{what} reads a tensor's value", t)
+
+    def writing(self, t) -> None:
+        pass  # (the write's bump_version breaks the graph)
+
+    def settle(self, t) -> None:
+        pass  # (a capture runs eagerly: every tensor's place in the graph is already final)
+
     def graph_break(self, reason: str, t) -> None:
         where = user_frame()
         if t is not None and isinstance(t, Tensor):
@@ -511,9 +520,15 @@ _BASE_SHAPE = Tensor.shape.fget
 _WATCHED: dict[type, type] = {}
 
 
+def _capturing():
+    """The Tracer at the seam, if a capture (not ember.lazy) is running."""
+    tr = _capture.ACTIVE
+    return tr if tr.__class__ is Tracer else None
+
+
 def _get_data(self):
     v = _SLOT.__get__(self)
-    tr = _capture.ACTIVE
+    tr = _capturing()
     if tr is not None and tr.depth == 0 and sys._getframe(1).f_code.co_filename != __file__:
         tr.reads += 1  # (the tracer's own reads are bookkeeping)
         if v.dtype.kind != "f":
@@ -544,13 +559,13 @@ def _sym_size(s, b):
 
 def _shape(self):
     s = _BASE_SHAPE(self)
-    tr = _capture.ACTIVE
+    tr = _capturing()
     return _sym_size(s, tr.batch) if tr is not None and tr.batch and tr.depth == 0 else s
 
 
 def _size(self, dim=None):
     r = Tensor.size(self, dim)
-    tr = _capture.ACTIVE
+    tr = _capturing()
     if tr is None or not tr.batch or tr.depth != 0:
         return r
     if isinstance(r, tuple):

@@ -18,7 +18,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from .. import _creation
+from .. import _capture, _creation
 from .. import _dtype as dt
 from .. import backend
 from .._tensor import Tensor, bump_version, make
@@ -150,6 +150,9 @@ class Normalize:
         if tensor.requires_grad:
             raise RuntimeError("Normalize(inplace=True): the input requires grad; transforms do not record "
                                "autograd history, so normalize it out of place (inplace=False) or detach it")
+        if _capture.ACTIVE is not None:
+            _capture.writing(tensor)
+            arr = tensor._data
         np.subtract(arr, mean, out=arr)
         np.divide(arr, std, out=arr)
         bump_version(tensor)

@@ -22,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from .. import backend
+from .. import _capture, backend
 from .._creation import numpy_generator
 from .._tensor import Tensor, bump_version
 
@@ -72,6 +72,8 @@ def _float(tensor: Tensor, fn: str) -> np.dtype:
 def _write(tensor: Tensor, values) -> Tensor:
     """Copy values (a host array or a scalar) into the tensor's array on its device (in place, no autograd)
     and record the change."""
+    if _capture.ACTIVE is not None:
+        _capture.writing(tensor)
     a = tensor._data
     if a.__class__ is not np.ndarray and isinstance(values, np.ndarray):
         values = backend.transfer(values, backend.device_of(a))

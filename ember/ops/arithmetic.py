@@ -30,7 +30,7 @@ def _operand(v, op: str):
     """A Tensor or a Python number; arrays and NumPy scalars become Tensors."""
     if isinstance(v, Tensor) or type(v) in _SCALARS:
         return v
-    if isinstance(v, (np.ndarray, np.generic)) or hasattr(v, "__cuda_array_interface__"):
+    if isinstance(v, (np.ndarray, np.generic)) or hasattr(v, "__cuda_array_interface__") or hasattr(v, "__ember_array__"):
         return _array_operand(v, op)
     if isinstance(v, (int, float)):  # subclasses (e.g. IntEnum)
         return float(v) if isinstance(v, float) else int(v)

@@ -871,6 +871,8 @@ def masked_fill_(self: Tensor, mask: Tensor, value) -> Tensor:
         v = value if not isinstance(value, Tensor) else value._data if value._data.__class__ is self._data.__class__ \
             else value.item()  # a 0-d value from another device (PyTorch allows a CPU scalar tensor)
         xp = backend.array_module(self._data)
+        if _capture.ACTIVE is not None:
+            _capture.writing(self)
         with on_device_of(self._data):
             xp.copyto(self._data, xp.asarray(v).astype(self._data.dtype), where=m._data)
         bump_version(self)

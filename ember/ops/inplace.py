@@ -251,6 +251,9 @@ def _binary_(cls, name: str):
         if cls is A.Sub:  # bool - x and x - bool are refused in place too, as PyTorch's sub does
             A.check_bool_sub(self, other)
         o = other if alpha is None or alpha == 1 else other * alpha
+        if cls is A.Pow and self._data.dtype.kind in "iub" and type(o) is int and o < 0:
+            raise RuntimeError(f"pow_(): integers to negative integer powers are not allowed (an integer tensor of "
+                               f"dtype {self.dtype} to the power {o}); use a floating-point tensor")
         needs_graph = MODE.grad and (self._requires_grad or (isinstance(o, Tensor) and o._requires_grad))
         if not needs_graph and _capture.ACTIVE is None:  # (a capture records the op and the write: below)
             x = self._data
@@ -281,10 +284,8 @@ def _binary_(cls, name: str):
 
 def _pow_(self: Tensor, o) -> Tensor:
     """pow_ outside the graph: NumPy's integer power refuses negative exponents with a ValueError
-    that says nothing useful, so compute out of place (PyTorch's rules) and write back."""
-    if self._data.dtype.kind in "iub" and type(o) is int and o < 0:
-        raise RuntimeError(f"pow_(): integers to negative integer powers are not allowed (an integer tensor of dtype "
-                           f"{self.dtype} to the power {o}); use a floating-point tensor")
+    that says nothing useful, so compute out of place (PyTorch's rules) and write back. (A negative Python int
+    exponent of an integer tensor was refused by the caller, with pow_'s message.)"""
     return commit(self, A.binary(A.Pow, self, o, "pow_"), "pow_")
 
 

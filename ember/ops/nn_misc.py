@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .. import _dtype as dt
-from .. import backend
+from .. import _capture, backend
 from .._tensor import Tensor, bump_version, make
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE, no_grad
@@ -259,6 +259,8 @@ def _renorm_rows(weight: Tensor, idx, max_norm: float, norm_type: float) -> None
     norms = am.linalg.norm(sel.astype(np.float64, copy=False).reshape(len(rows), -1), ord=norm_type, axis=1)
     big = norms > max_norm
     if big.any():
+        if _capture.ACTIVE is not None:
+            _capture.writing(weight)
         factor = (max_norm / (norms[big] + 1e-7)).astype(w.dtype)
         w[rows[big]] = sel[big] * factor.reshape((-1,) + (1,) * (w.ndim - 1))
         bump_version(weight)
@@ -368,6 +370,8 @@ def normalize(input: Tensor, p: float = 2.0, dim=1, eps: float = 1e-12, out: Ten
     _need_tensor("normalize", "input", input, 1)
     r = input / norm(input, p, dim, keepdim=True).clamp_min(eps)
     if out is not None:
+        if _capture.ACTIVE is not None:
+            _capture.writing(out)
         with no_grad():
             out._data[...] = r._data
         bump_version(out)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import backend
+from .. import _capture, backend
 from .._tensor import Tensor, constant, make
 from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
@@ -227,6 +227,8 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
     # the argmax indices are kept when backward or the caller needs them
     y = _unbatch(dispatch(node, (x,), (x._data, win, return_indices or (x._requires_grad and MODE.grad))), batched)
     if return_indices:
+        if _capture.ACTIVE is not None:
+            _capture.settle(y)  # (ember.lazy: the node has run, so its indices exist)
         return y, _unbatch(make(_plane_indices(node.idx, win, x.shape[2:])), batched)
     return y
 

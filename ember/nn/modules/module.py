@@ -367,6 +367,8 @@ class Module:
                 if p is None:
                     continue
                 new = fn(p)
+                if _capture.ACTIVE is not None:
+                    _capture.settle(new)  # (ember.lazy: the parameter takes a computed array)
                 if new._data is not p._data:
                     p._data = new._data
                     if p.grad is not None:
@@ -464,6 +466,8 @@ class Module:
                 else:
                     self._buffers[name] = value
                 continue
+            if _capture.ACTIVE is not None:
+                _capture.writing(t)
             t._data[...] = value._data if isinstance(value, Tensor) else np.asarray(value)
             bump_version(t)
 

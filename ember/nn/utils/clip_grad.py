@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from ... import _capture
 from ... import _dtype as dt
 from ..._tensor import Tensor, bump_version, make
 
@@ -68,6 +69,8 @@ def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor, forea
     for p in _as_list(parameters, "parameters"):
         g = p.grad
         if g is not None:
+            if _capture.ACTIVE is not None:
+                _capture.writing(g)
             g._data *= np.asarray(coef, g._data.dtype)
             bump_version(g)
 
@@ -89,5 +92,7 @@ def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
     """Clamp every gradient of `parameters` in place to [-clip_value, clip_value]."""
     v = float(clip_value)
     for g in _grads(parameters):
+        if _capture.ACTIVE is not None:
+            _capture.writing(g)
         np.clip(g._data, -v, v, out=g._data)
         bump_version(g)
