@@ -122,7 +122,11 @@ def render(tensor: Tensor | Sequence[Tensor], path: str | os.PathLike, format: s
     if fmt not in _FORMATS:
         raise ValueError(f"render(): cannot tell the image format from {path!r}"
                          f"{'' if format is None else f' and format={format!r}'}: use one of {', '.join(_FORMATS)}")
-    source = to_dot(tensor, params)
+    return render_source(to_dot(tensor, params), path, fmt)
+
+
+def render_source(source: str, path: str, fmt: str) -> str:
+    """Run Graphviz's `dot` on DOT `source`, writing `path` in format `fmt`; return the path."""
     missing = ("render(): Graphviz's `dot` program was not found on PATH; install Graphviz (e.g. `apt-get install "
                "graphviz`, `brew install graphviz` or `conda install graphviz`) to draw images. to_dot() still works "
                "without it: it returns the DOT source as a string.")

@@ -1519,3 +1519,34 @@ def test_other_threads_ops_are_not_captured():
         stop.set()
         t.join()
     assert [i.name() for i in f.cache[f.last_key][0].trace.instrs] == ["Mul", "Exp"]
+
+
+# ---------------------------------------------------------------------- drawing a captured graph
+def test_explain_draws_the_graph_before_and_after_dead_code_elimination():
+    lin = nn.Linear(3, 2)
+
+    def f(x):
+        h = lin(x).relu()
+        h.exp()  # read by nothing: the optimiser drops it
+        return h.sum()
+    e = ember.compiler.explain(f, ember.randn(4, 3))
+    before, after = e.to_dot(optimised=False), e.to_dot()
+    assert before.startswith("digraph program {") and after.rstrip().endswith("}")
+    assert '"Exp"' in before and '"Exp"' not in after
+    for src in (before, after):
+        assert 'in0 [label="input 0\\n(4, 3)"' in src and "in0 -> i0;" in src  # the input feeds Linear
+        assert 'e0 [label="extern 0\\n(2, 3)"' in src and "e0 -> i0;" in src and "e1 -> i0;" in src  # weight, bias
+        assert "i0 -> i1;" in src  # Linear -> Relu
+    assert "i1 -> i2;" in after and "i2 -> out;" in after  # Relu -> Sum -> result
+    assert "i1 -> i3;" in before and "i3 -> out;" in before
+
+
+def test_explain_draw_of_a_broken_capture_and_bad_format():
+    def f(x):
+        return x.sum().item()
+    e = ember.compiler.explain(f, ember.randn(3))
+    with pytest.raises(RuntimeError, match="nothing to draw, the capture broke"):
+        e.to_dot()
+    e2 = ember.compiler.explain(lambda x: x * 2, ember.randn(3))
+    with pytest.raises(ValueError, match="cannot tell the image format"):
+        e2.render("graph.txt")
