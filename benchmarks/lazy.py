@@ -7,9 +7,11 @@ suite does, with `_harness.measure`):
 
 - gelu: the tanh approximation of GELU written out as 8 elementwise ops, no grad, float32, on a
   (1024, 1024) tensor (inference on a large activation): "ember" eager, "ember-lazy" (`with ember.lazy()`,
-  the chain fused into one numexpr evaluation), "ember-lazy-nofuse" (deferred, not fused), the hand-written
-  NumPy line ("numpy") and the same expression in numexpr by hand ("numexpr": what fusion can reach), and
-  PyTorch's eager ops ("pytorch") where installed.
+  dead buffers of the chain reused), "ember-lazy-noreuse" (deferred, the reuse pass off), the hand-written
+  NumPy line ("numpy", with the cube as products, NumPy's fastest), the same expression in numexpr by hand
+  ("numexpr": what a fused kernel reaches here; measured so, ember does not fuse with it), and PyTorch's eager ops ("pytorch") where installed.
+- dead: a no-grad forward (tanh(x @ w), 1000×784 by 784×512) that also computes a softmax its caller drops,
+  the caller keeping the argmax: lazily, the softmax never runs.
 - mlp-step: W1's training step (MLP 784-512-512-10, SGD momentum, batch 128), eager and in a lazy block:
   every op records for backward, so nothing fuses and deferral is pure cost.
 - chain: 100 tiny ops on a (4, 4) tensor, no grad: the per-op cost of deferring.
@@ -40,7 +42,7 @@ def _args(argv=None):
 
 
 def gelu_cases(ember, np, torch, ne) -> dict:
-    from ember import _fuse
+    from ember import _reuse
     x = ember.randn(1024, 1024)
     a = x.numpy()
 
@@ -55,15 +57,16 @@ def gelu_cases(ember, np, torch, ne) -> dict:
             y = gelu(x, ember.tanh)
         return y
 
-    def nofuse():
-        _fuse.ENABLED = False
+    def noreuse():
+        _reuse.ENABLED = False
         try:
             return lazy()
         finally:
-            _fuse.ENABLED = True
+            _reuse.ENABLED = True
     c32 = {k: np.float32(v) for k, v in (("h", 0.5), ("c", 0.7978845608), ("k", 0.044715), ("one", 1.0))}
-    cases = {"ember": eager, "ember-lazy": lazy, "ember-lazy-nofuse": nofuse,
-             "numpy": lambda: c32["h"] * a * (c32["one"] + np.tanh(c32["c"] * (a + c32["k"] * a ** 3)))}
+    cases = {"ember": eager, "ember-lazy": lazy, "ember-lazy-noreuse": noreuse,
+             # (NumPy's best line: a * a * a, not a ** 3, which libm's pow runs at ~60 ns an element for a < 0)
+             "numpy": lambda: c32["h"] * a * (c32["one"] + np.tanh(c32["c"] * (a + c32["k"] * (a * a * a))))}
     if ne is not None:
         cases["numexpr"] = lambda: ne.evaluate("h * a * (one + tanh(c * (a + k * a ** 3)))", local_dict=dict(c32, a=a))
     if torch is not None:
@@ -71,10 +74,29 @@ def gelu_cases(ember, np, torch, ne) -> dict:
         cases["pytorch"] = lambda: gelu(tx, torch.tanh)
     lazy()  # the first lazy run learns the shapes (runs eagerly)
     ref = eager().numpy()
-    for k in ("ember-lazy", "ember-lazy-nofuse"):
+    for k in ("ember-lazy", "ember-lazy-noreuse"):
         got = cases[k]().numpy()
         assert np.allclose(got, ref, rtol=1e-5, atol=1e-6), k
     return cases
+
+
+def dead_cases(ember) -> dict:
+    """Inference that also computes what its caller drops: logits and their softmax, the caller keeping the
+    predicted classes only (as a model returning several outputs, of which the loop reads one)."""
+    ember.manual_seed(0)
+    x, w = ember.randn(1000, 784), ember.randn(784, 512) * 0.05
+
+    def infer():
+        h = ember.tanh(x @ w)
+        probs = ember.softmax(h, 1)  # noqa: F841  (computed, never read)
+        return h.argmax(1)
+
+    def lazy():
+        with ember.lazy():
+            return infer()
+    lazy()
+    assert (lazy() == infer()).all().item()
+    return {"ember": infer, "ember-lazy": lazy}
 
 
 def mlp_cases(ember) -> dict:
@@ -139,8 +161,9 @@ def main(argv=None) -> dict:
     with ember.no_grad():
         out["gelu"] = measure(gelu_cases(ember, np, torch, ne), 1, args.repeats, args.sample)
         out["chain"] = measure(chain_cases(ember), 1, args.repeats, args.sample)
+        out["dead"] = measure(dead_cases(ember), 1000, args.repeats, args.sample)
     out["mlp-step"] = measure(mlp_cases(ember), 128, args.repeats, args.sample)
-    for case in ("gelu", "mlp-step", "chain"):
+    for case in ("gelu", "dead", "mlp-step", "chain"):
         r = out[case]
         print(f"\n{case}: ms per step (median), and time relative to ember eager (median of paired ratios)")
         for k, v in r.items():

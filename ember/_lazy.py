@@ -24,10 +24,10 @@ scheduler's step, `.numpy()` (the caller may write into the shared array), a hoo
 function. Random draws (dropout's mask, factories) are not deferred: they run when the code calls
 them, so the generators advance in eager's order.
 
-What the whole pending graph gains before it runs (`_run`): dead values are never computed, and,
-with numexpr installed (`pip install 'ember[compile]'`), chains of elementwise ops outside autograd
-are fused into one multi-threaded numexpr evaluation with no temporaries (`ember/_fuse.py`).
-Inside autograd each node runs through `dispatch` as eagerly, so gradients are eager's.
+What the whole pending graph gains before it runs: dead values are never computed, and along chains
+of elementwise ops outside autograd an intermediate value read once is overwritten by its reader
+instead of a fresh array being allocated (`ember/_reuse.py`). Inside autograd each node runs through
+`dispatch` as eagerly, so gradients are eager's.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ _ndarray = np.ndarray
 _SHAPES: dict = {}  # memo: application key -> ((shape, dtype) per output, multi-output?)
 _SHAPES_LIMIT = 1 << 16  # entries; past it the memo starts afresh (a bound on memory, not a cache policy)
 _SCALARS = (int, float, bool, complex, str, type(None))
-STATS = {"deferred": 0, "eager": 0, "run": 0, "dead": 0, "fused": 0}  # counters, for tests and docs
+STATS = {"deferred": 0, "eager": 0, "run": 0, "dead": 0, "reused": 0}  # counters, for tests and docs
 
 
 class Pending:
@@ -60,7 +60,7 @@ class Pending:
     gets the right answer, only sooner."""
 
     __slots__ = ("shape", "dtype", "ndim", "size", "itemsize", "node", "index", "value", "made", "holders",
-                 "primary", "uses", "__weakref__")
+                 "primary", "uses", "owned", "__weakref__")
     __ember_array__ = True  # what ember's array tests (`_dtype.result_type`, `_operand`) accept as an array
 
     def __init__(self, shape: tuple, dtype, node: "LazyNode", index: int) -> None:
@@ -75,7 +75,8 @@ class Pending:
         self.made = None  # the Tensor its op made, once computed (edge and requires_grad)
         self.holders: list = []  # weak references to the tensors whose `_data` is this stand-in
         self.primary = None  # weak reference to the tensor the op returned (the user's result)
-        self.uses = 0  # how many deferred ops read it (the fusion pass inlines a value read once)
+        self.uses = 0  # how many deferred ops read it (a value read once may give its buffer to its reader)
+        self.owned = None  # the run of the pending graph that allocated its array (ember/_reuse.py), if one did
 
     @property
     def nbytes(self) -> int:
@@ -85,8 +86,8 @@ class Pending:
         """The value, computed now (with what it depends on) if it was not yet."""
         if self.value is None:
             if self.node.done:
-                raise RuntimeError(f"ember.lazy: a value fused away (read once, by the next op of an elementwise "
-                                   f"chain) was asked for afterwards: shape {list(self.shape)}, {self.dtype}")
+                raise RuntimeError(f"ember.lazy: a value whose buffer was reused (read once, by the next op of an "
+                                   f"elementwise chain) was asked for afterwards: shape {list(self.shape)}, {self.dtype}")
             self.node.mode.realize([self])
         return self.value
 
@@ -201,10 +202,12 @@ def _key_value(v):
         raise TypeError("an array argument")
     if c in TENSOR_TYPES:
         raise _Writes()
-    if not isinstance(v, (np.generic, np.dtype, type, slice, frozenset)):
-        raise TypeError("an object argument")  # (a generator, any other object: what the op does with it is its own)
-    hash(v)  # dtypes, NumPy scalars, slices of ints...
-    return (c, v)
+    if c is slice:  # (not hashable before Python 3.12)
+        return (c, _key_value(v.start), _key_value(v.stop), _key_value(v.step))
+    if v is Ellipsis or isinstance(v, (np.generic, np.dtype, type, frozenset)):
+        hash(v)
+        return (c, v)
+    raise TypeError("an object argument")  # (a generator, any other object: what the op does with it is its own)
 
 
 class LazyMode:
@@ -222,8 +225,8 @@ class LazyMode:
         self.lock = threading.RLock()
         self.always = os.environ.get("EMBER_LAZY") == "always"  # tests: defer even an application seen first
         if self.always:
-            from . import _fuse
-            _fuse.MIN_SIZE = 1  # (and fuse chains of any size, so that the suites check the fusion pass too)
+            from . import _reuse
+            _reuse.MIN_SIZE = 1  # (and reuse buffers of any size, so that the suites check that pass too)
 
     @property
     def depth(self) -> int:
@@ -305,7 +308,7 @@ class LazyMode:
         """Run one application now, on computed inputs."""
         for a in inputs:  # (its graph edges are read when it records)
             if a.__class__ in TENSOR_TYPES and a._data.__class__ is Pending:
-                a._data.realize()
+                self.settle(a)
         arrays = _resolve(arrays)
         with self._inside():
             if record:
@@ -319,6 +322,11 @@ class LazyMode:
 
     def _defer(self, node, inputs, arrays, attrs, meta):
         metas, multi = meta
+        # a constant array (an index, targets, a mask) is the caller's, who may write into it before the op runs:
+        # the op keeps the values it was called with
+        arrays = _own_constants(arrays, inputs)
+        if attrs:
+            attrs = {k: _own_constants(v, ()) if v.__class__ in (tuple, list, _ndarray) else v for k, v in attrs.items()}
         with self.lock:
             self.seq += 1
             n = LazyNode(self, node, inputs, arrays, attrs, self.seq)
@@ -441,7 +449,7 @@ class LazyMode:
                     if a.__class__ is Pending and a.value is None:
                         stack.append(a.node)
             order.sort(key=_seq)
-            from ._fuse import run_nodes
+            from ._reuse import run_nodes
             run_nodes(self, order)
             if len(self.pending) > 64:
                 self.pending = [n for n in self.pending if not n.done]
@@ -491,7 +499,6 @@ class LazyMode:
                 op = made._edge
                 if op is not None and getattr(op, "out_version", None) is not None and op.out_version() is made:
                     op.out_version = weakref.ref(h)  # the user's tensor is the output the node saved
-        p.holders = []
 
     def finish(self, n: LazyNode) -> None:
         n.done = True
@@ -543,6 +550,22 @@ def _pendings(x, depth: int = 0):
             yield a
         elif (c is tuple or c is list) and depth < 3:
             yield from _pendings(a, depth + 1)
+
+
+def _own_constants(x, inputs: tuple, depth: int = 0):
+    """x (an argument, or a tuple of them) with every array that is not an input's own array copied."""
+    if x.__class__ is _ndarray:
+        return x.copy()
+    out = list(x)
+    n = len(inputs)
+    for i, a in enumerate(out):
+        c = a.__class__
+        if c is _ndarray:
+            if not (i < n and inputs[i].__class__ in TENSOR_TYPES):
+                out[i] = a.copy()
+        elif (c is tuple or c is list) and depth < 3:
+            out[i] = _own_constants(a, (), depth + 1)
+    return tuple(out) if x.__class__ is tuple else out
 
 
 def _resolve(x, depth: int = 0):
