@@ -14,7 +14,8 @@ A pending value is computed (`realize`) when something needs it:
 - its values are read: `.item()`, `bool()`, `float()`, `.tolist()`, `print`/`repr`, an index, or
   its array by NumPy or by an op that cannot be deferred (the stand-in's `__array__` and every
   array attribute other than shape/dtype/ndim/size/itemsize/nbytes realize it);
-- its place in the graph is read: `grad_fn`, `is_leaf`;
+- its place in the graph is needed: `grad_fn`, hooks, `retain_grad` (`requires_grad` and `is_leaf` are
+  known while it is pending);
 - the block ends: every pending value that is still referenced is computed (what is not is
   dead code and never runs).
 
@@ -457,13 +458,7 @@ class LazyMode:
     def run_node(self, n: LazyNode) -> None:
         """Run one deferred node as eager would have (recording it for backward when it did), and give its
         results to the tensors that stand for them."""
-        for t, v in n.versions:
-            b = t._base
-            if (b if b is not None else t)._vc != v:
-                raise RuntimeError(
-                    f"ember.lazy: an input of the deferred {n.name()} (a tensor of shape {list(t.shape)}, {t.dtype}) "
-                    f"was modified in place after the op was called and before its value was computed. Compute it "
-                    f"first (print it, call .item() or leave the lazy block), or write with an in-place op.")
+        self.check_versions(n)
         inputs = tuple([_tensor_of(a) if a.__class__ is Pending else a for a in n.inputs])
         arrays = _resolve(n.arrays)
         prev = MODE.grad
@@ -478,6 +473,18 @@ class LazyMode:
         for p, t in zip(n.outs, outs):
             self.settle_value(p, t._data, t, n)
         self.finish(n)
+
+    @staticmethod
+    def check_versions(n: LazyNode) -> None:
+        """Refuse to run n if a tensor it reads was written in place since it was deferred (a write that did not
+        compute what was pending first): its old values are gone, and eager would have used them."""
+        for t, v in n.versions:
+            b = t._base
+            if (b if b is not None else t)._vc != v:
+                raise RuntimeError(
+                    f"ember.lazy: an input of the deferred {n.name()} (a tensor of shape {list(t.shape)}, {t.dtype}) "
+                    f"was modified in place after the op was called and before its value was computed. Compute it "
+                    f"first (print it, call .item() or leave the lazy block), or write with an in-place op.")
 
     def settle_value(self, p: Pending, value, made, n: LazyNode) -> None:
         """Give the computed `value` (made as tensor `made`, or None outside autograd) to p's holders."""

@@ -43,6 +43,7 @@ def run_nodes(mode, order: list) -> None:
         if ufunc is None:
             mode.run_node(n)
             continue
+        mode.check_versions(n)
         p = n.outs[0]
         arrays = [a.realize() if a.__class__ is Pending else a for a in n.arrays]
         dead = None

@@ -518,3 +518,22 @@ def test_ember_lazy_environment_variable():
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[6.0, 10.0, 14.0]"
+
+
+def test_a_write_that_did_not_compute_first_is_an_error_not_a_stale_value():
+    """A write that reports itself only after writing (bump_version) cannot give back the old values a
+    deferred op needed: the op refuses to run, on both paths (recorded op and reused buffer)."""
+    from ember._tensor import bump_version
+    for shape in [(3,), (200, 200)]:
+        x = ember.ones(*shape)
+        twice(lambda: x * 2)
+        with pytest.raises(RuntimeError, match="was modified in place after the op was called"):
+            with ember.lazy():
+                y = x * 2
+                x._data[...] = 5  # a raw write, then its version bump, without the flush ember's writes do first
+                ember._capture.ACTIVE._depth += 1  # (so that bump_version's own flush does not hide the case)
+                try:
+                    bump_version(x)
+                finally:
+                    ember._capture.ACTIVE._depth -= 1
+                y.tolist()
