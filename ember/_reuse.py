@@ -12,7 +12,7 @@ the same dtypes, only into another array.
 
 Fusing such chains into one kernel was measured too, and is not done: numexpr (one multi-threaded pass,
 no temporaries) ran slower than NumPy 2's SIMD ufuncs here on every float32 chain tried (a written-out
-GELU 10.4 against 1.4 ms on 1M floats, `tanh` alone 8.3 against 0.4 ms, four arithmetic ops 1.3 against
+GELU 10–13 against 1.3–1.8 ms on 1M floats, `tanh` alone 8.3 against 0.4 ms, four arithmetic ops 1.3 against
 0.5 ms; docs/performance.md, "Lazy mode").
 """
 from __future__ import annotations
