@@ -22,9 +22,10 @@ from test_device_suite import ROOT, SUITES
 pytestmark = requires_torch  # (so conftest.py marks these `parity`)
 
 LAZY_SUITES = SUITES + ["test_autograd.py", "test_inplace.py", "test_nn_models.py", "test_nn_rnn.py",
-                        "test_nn_attention.py", "test_optim.py", "test_data_attr.py"]
+                        "test_nn_attention.py", "test_optim.py", "test_data_attr.py", "test_sorting.py",
+                        "test_counting.py"]
 # three processes, not one per suite: each start (PyTorch's import) costs ~3 s of CI's time
-GROUPS = {"ops": LAZY_SUITES[:7], "nn": LAZY_SUITES[7:14], "autograd-models-optim": LAZY_SUITES[14:]}
+GROUPS = {"ops": LAZY_SUITES[:7] + LAZY_SUITES[21:], "nn": LAZY_SUITES[7:14], "autograd-models-optim": LAZY_SUITES[14:21]}
 
 
 @pytest.mark.skipif(os.environ.get("EMBER_LAZY", "0") not in ("", "0"), reason="already running lazily")

@@ -8,12 +8,12 @@ holds the functions that `ember/__init__.py` exports as `ember.<name>`.
 from __future__ import annotations
 
 from .._tensor import Tensor
-from . import arithmetic, unary, reduce, shape, indexing, linalg, convert, inplace, nn_activation
+from . import arithmetic, unary, reduce, shape, indexing, linalg, convert, inplace, nn_activation, sorting, counting
 from .convert import as_tensor_like, numpy_ufunc  # noqa: F401
 from .inplace import unary_in_place
 
 # the modules whose declarations are bound, in order (a later module's binding of a name wins)
-FAMILIES = (arithmetic, unary, reduce, shape, indexing, linalg, convert, inplace, nn_activation)
+FAMILIES = (arithmetic, unary, reduce, shape, indexing, linalg, convert, inplace, nn_activation, sorting, counting)
 
 FUNCTIONS: dict = {}
 
