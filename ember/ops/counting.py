@@ -91,7 +91,10 @@ def _runs(a, xp):
     (NaN never equals NaN, so every NaN starts its own run, as in PyTorch)."""
     new = xp.ones(a.shape[0], dtype=bool)
     if a.shape[0] > 1:
-        new[1:] = (a[1:] != a[:-1]).any(axis=1)
+        if a.shape[1] == 1:  # (one column: the comparison itself, without the reduction over columns)
+            xp.not_equal(a[1:, 0], a[:-1, 0], out=new[1:])
+        else:
+            new[1:] = (a[1:] != a[:-1]).any(axis=1)
     return new
 
 
@@ -113,8 +116,17 @@ def _unique_impl(input: Tensor, return_inverse: bool, return_counts: bool, dim, 
     if consecutive:
         order = None
         srt = rows
+    elif dim is None and not return_inverse:  # only the values are needed, not the permutation: a plain sort
+        order = None
+        srt = xp.sort(rows[:, 0]).reshape(-1, 1)
     else:  # lexicographic order of the rows, stable (NaN last, as NumPy and PyTorch sort)
-        order = xp.lexsort(rows.T[::-1]) if rows.shape[1] > 1 else xp.argsort(rows[:, 0], kind="stable")
+        if rows.shape[1] > 1:
+            order = xp.lexsort(rows.T[::-1])
+        else:  # equal values form one group whatever their order, so any sort will do, but NaNs (each its own
+            # group) keep their input order, as PyTorch numbers them: stable only when there is a NaN
+            col = rows[:, 0]
+            nan = col.dtype.kind in "fc" and bool(xp.isnan(col).any())
+            order = xp.argsort(col, kind="stable" if nan else None)
         srt = rows[order]
     new = _runs(srt, xp)
     starts = xp.flatnonzero(new)
