@@ -304,8 +304,9 @@ class AMax(Op):
         return _keep(gz, x.shape, axes, keepdim) * (hit / sum(hit, axes, keepdim=True))
 
 
-class TakeAlong(Op):
-    """z = x at index `idx` along `axis` (idx has x's shape with size 1 there);  dz/dx = gz put back at idx."""
+class TakeAt(Op):
+    """z = x at `idx` along `axis` (idx: an int64 Tensor shaped as x but along axis; keepdim False squeezes
+    axis, for idx of size 1 there);  dz/dx = gz put back at idx into zeros of x's shape (PutAt)."""
 
     saves_inputs = False
 
@@ -315,11 +316,12 @@ class TakeAlong(Op):
         return v if keepdim else v.squeeze(axis)
 
     def backward(self, gz):
-        return _apply(PutAlong, gz, self.idx, self.axis, self.keepdim, self.in_shape)
+        return gather_scatter(PutAt, gz, self.idx, self.axis, self.keepdim, self.in_shape), None
 
 
-class PutAlong(Op):
-    """z = zeros of `shape` holding g at index `idx` along `axis`;  dz/dg = gz taken at idx."""
+class PutAt(Op):
+    """z = zeros of `shape` holding g at `idx` along `axis` (distinct positions per slice);
+    dz/dg = gz taken at idx (TakeAt)."""
 
     saves_inputs = False
 
@@ -332,7 +334,14 @@ class PutAlong(Op):
         return out
 
     def backward(self, gz):
-        return _apply(TakeAlong, gz, self.idx, self.axis, self.keepdim)
+        return gather_scatter(TakeAt, gz, self.idx, self.axis, self.keepdim), None
+
+
+def gather_scatter(cls, t: Tensor, idx, axis: int, keepdim: bool, *shape) -> Tensor:
+    """Apply TakeAt or PutAt to t with the int64 index `idx` (a Tensor, or an array: from a saved node or an
+    index rule). The index is an input, not an attribute, so lazy mode can defer the op on a pending index."""
+    it = idx if isinstance(idx, Tensor) else make(idx)
+    return dispatch(object.__new__(cls), (t, it, axis, keepdim) + shape, (t._data, it._data, axis, keepdim) + shape)
 
 
 def _result_type(name: str):
@@ -362,11 +371,11 @@ def _max_min(x, dim, keepdim: bool, largest: bool, op: str):
         v = _apply(KeepDims, x, (1,))
         with on_device_of(x._data):
             zero, zero0 = xp.zeros((1,), _INT64), xp.zeros((), _INT64)
-        return result(_apply(TakeAlong, v, zero, 0, False), make(zero0))
+        return result(gather_scatter(TakeAt, v, zero, 0, False), make(zero0))
     _nonempty(x, (axis,), op, False)
     idx = (x._data.argmax if largest else x._data.argmin)(axis=axis, keepdims=True)
     # the gradient goes to the returned index only (PyTorch's rule for max(dim), unlike amax)
-    values = _apply(TakeAlong, x, idx, axis, keepdim)
+    values = gather_scatter(TakeAt, x, idx, axis, keepdim)
     return result(values, make(idx if keepdim else idx.squeeze(axis)))
 
 

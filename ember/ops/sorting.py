@@ -2,20 +2,21 @@
 
 Every op here is two steps: an index rule (`Indices`, never differentiable) that picks, for each
 slice along `dim`, the positions of the values it returns, and a gather at those positions
-(`TakeAt`) whose derivative scatters the incoming gradient back to the same positions (`PutAt`),
-and the other way round, so double backward works. The order of values is NumPy's stable sort with
-NaN as the largest value, as PyTorch's: equal values keep their original order (descending too).
+(`reduce.TakeAt`, as max(dim) uses) whose derivative scatters the incoming gradient back to the same
+positions (`reduce.PutAt`), and the other way round, so double backward works. The order of values is
+NumPy's stable sort with NaN as the largest value, as PyTorch's: equal values keep their original order
+(descending too).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..backend import array_module, on_device_of
+from ..backend import array_module
 from .._tensor import Tensor, make, normalize_dim
 from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
 from . import reduce
-from .reduce import KeepDims, _apply, _check, _nonempty, _result_type, return_types
+from .reduce import KeepDims, TakeAt, _apply, _check, _nonempty, _result_type, gather_scatter, return_types
 from .registry import Exports
 
 __all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode"]
@@ -126,46 +127,6 @@ def _indices(x: Tensor, rule: str, axis: int, arg=None) -> Tensor:
         MODE.grad = prev
 
 
-# ---------------------------------------------------------------------- gather and scatter along an axis
-class TakeAt(Op):
-    """z = x at `idx` along `axis` (idx: an int64 Tensor shaped as x but along axis; keepdim False squeezes
-    axis, for idx of size 1 there);  dz/dx = gz put back at idx into zeros of x's shape (PutAt)."""
-
-    saves_inputs = False
-
-    def forward(self, x, idx, axis, keepdim):
-        self.in_shape, self.idx, self.axis, self.keepdim = x.shape, idx, axis, keepdim
-        v = array_module(x).take_along_axis(x, idx, axis)
-        return v if keepdim else v.squeeze(axis)
-
-    def backward(self, gz):
-        return _gather_scatter(PutAt, gz, self.idx, self.axis, self.keepdim, self.in_shape), None
-
-
-class PutAt(Op):
-    """z = zeros of `shape` holding g at `idx` along `axis` (distinct positions per slice);
-    dz/dg = gz taken at idx (TakeAt)."""
-
-    saves_inputs = False
-
-    def forward(self, g, idx, axis, keepdim, shape):
-        self.idx, self.axis, self.keepdim = idx, axis, keepdim
-        xp = array_module(g)
-        with on_device_of(g):
-            out = xp.zeros(shape, g.dtype)
-        xp.put_along_axis(out, idx, g if keepdim else xp.expand_dims(g, axis), axis)
-        return out
-
-    def backward(self, gz):
-        return _gather_scatter(TakeAt, gz, self.idx, self.axis, self.keepdim), None
-
-
-def _gather_scatter(cls, t: Tensor, idx, axis: int, keepdim: bool, *shape) -> Tensor:
-    """Apply TakeAt/PutAt to t with the int64 index Tensor (or array, from a saved node) `idx`."""
-    it = idx if isinstance(idx, Tensor) else make(idx)
-    return dispatch(object.__new__(cls), (t, it, axis, keepdim) + shape, (t._data, it._data, axis, keepdim) + shape)
-
-
 # ---------------------------------------------------------------------- median of every element
 class MedianAll(Op):
     """z = the lower median of all elements (NaN if any is NaN; nanmedian: of the non-NaN ones);
@@ -224,7 +185,7 @@ def _select(x: Tensor, rule: str, dim, arg, keepdim: bool, op: str, result):
         raise RuntimeError(f"{op}(): selected number k out of range for dimension {axis} "
                            f"(k={arg}, but the dimension has size {x._data.shape[axis]})")
     idx = _indices(x, rule, axis, arg)
-    values = _gather_scatter(TakeAt, x, idx, axis, keepdim)
+    values = gather_scatter(TakeAt, x, idx, axis, keepdim)
     return result(values, idx if keepdim else _apply(KeepDims, idx, values.shape))
 
 
@@ -240,7 +201,7 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False, *, stable: bool
         v, i = sort(_as_1d(x), 0, descending)
         return return_types.sort(_as_0d(v), _as_0d(i))
     idx = _indices(x, "sort", axis, bool(descending))
-    return return_types.sort(_gather_scatter(TakeAt, x, idx, axis, True), idx)
+    return return_types.sort(gather_scatter(TakeAt, x, idx, axis, True), idx)
 
 
 def argsort(input: Tensor, dim: int = -1, descending: bool = False, *, stable: bool = False) -> Tensor:
@@ -272,7 +233,7 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
         v, i = topk(_as_1d(x), 1, 0, largest)
         return return_types.topk(_as_0d(v), _as_0d(i))
     idx = _indices(x, "topk", axis, (k, bool(largest)))
-    return return_types.topk(_gather_scatter(TakeAt, x, idx, axis, True), idx)
+    return return_types.topk(gather_scatter(TakeAt, x, idx, axis, True), idx)
 
 
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, Tensor]:
