@@ -103,6 +103,13 @@ class Indices(Op):
             return _top(a, axis, k, largest)
         if rule == "mode":
             return _mode_index(a, axis)
+        xp = array_module(a)
+        if rule in ("median", "nanmedian") and hasattr(xp, "argpartition") and not (
+                a.dtype.kind == "f" and bool(xp.isnan(a).any())):
+            # no NaN: the lower median is the ((n-1)//2)-th smallest, which a partition finds in O(n) (which one
+            # of several equal values it picks is the partition's choice, as it is PyTorch's)
+            k = (a.shape[axis] - 1) // 2
+            return xp.argpartition(a, k, axis=axis)[(slice(None),) * axis + (slice(k, k + 1),)].astype(_INT64, copy=False)
         o = _order(a, axis, False)
         xp = array_module(a)
         if rule == "kth":
