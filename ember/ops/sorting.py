@@ -252,29 +252,28 @@ def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tup
     return _select(x, "kth", dim, k, keepdim, "kthvalue", return_types.kthvalue)
 
 
+def _median(input, dim, keepdim: bool, op: str):
+    """median and nanmedian (op): of all elements without dim, else per slice with its index."""
+    x = _check(input, op)
+    _no_bool(x, op)
+    if dim is None:
+        if keepdim:
+            raise TypeError(f"{op}(): keepdim=True needs a dim; {op}(input) reduces over every element")
+        return _apply(MedianAll, x, op == "nanmedian")
+    return _select(x, op, dim, None, keepdim, op, getattr(return_types, op))
+
+
 def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """median(input): the lower of the two middle values of all elements, a 0-d tensor (NaN if any is NaN;
     its gradient is split evenly among the elements equal to it). median(input, dim, keepdim): the lower
     median of each slice and its index, `return_types.median` (the first NaN where a slice has one)."""
-    x = _check(input, "median")
-    _no_bool(x, "median")
-    if dim is None:
-        if keepdim:
-            raise TypeError("median(): keepdim=True needs a dim; median(input) reduces over every element")
-        return _apply(MedianAll, x, False)
-    return _select(x, "median", dim, None, keepdim, "median", return_types.median)
+    return _median(input, dim, keepdim, "median")
 
 
 def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """median ignoring NaN: the lower median of the non-NaN values (NaN where a slice is all NaN).
     nanmedian(input) gives a 0-d tensor; nanmedian(input, dim, keepdim) gives `return_types.nanmedian`."""
-    x = _check(input, "nanmedian")
-    _no_bool(x, "nanmedian")
-    if dim is None:
-        if keepdim:
-            raise TypeError("nanmedian(): keepdim=True needs a dim; nanmedian(input) reduces over every element")
-        return _apply(MedianAll, x, True)
-    return _select(x, "nanmedian", dim, None, keepdim, "nanmedian", return_types.nanmedian)
+    return _median(input, dim, keepdim, "nanmedian")
 
 
 def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, Tensor]:
