@@ -18,6 +18,7 @@ from ._creation import (Generator, arange, as_tensor, bernoulli, default_generat
                         randn_like, randperm, seed, set_rng_state, tensor, zeros, zeros_like)
 globals().update(_ops.FUNCTIONS)  # every op family's declared functions (ember/ops/registry.py)
 from . import cuda, distributed, viz
+from . import linalg, special, sparse  # noqa: E402  (namespaces over the ops)
 from .serialization import save, load
 from . import nn, optim, utils  # noqa: E402  (after the ops: nn, optim and utils.data build on them)
 from . import compiler, _dynamo  # noqa: E402  (after nn: compiled modules are Modules)

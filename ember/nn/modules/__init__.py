@@ -12,3 +12,6 @@ from .pooling import *  # noqa: F401,F403
 from .rnn import *  # noqa: F401,F403
 from .sparse import *  # noqa: F401,F403
 from .transformer import *  # noqa: F401,F403
+from .more import *  # noqa: F401,F403
+from .lazy import *  # noqa: F401,F403
+from .spatial import *  # noqa: F401,F403

@@ -1,0 +1,1 @@
+"""`ember.linalg` (being written)."""

@@ -1,0 +1,1 @@
+"""`ember.sparse` (being written)."""

@@ -1,0 +1,1 @@
+"""`ember.special` (being written)."""
