@@ -4,10 +4,10 @@
 """
 import warnings as _warnings
 
-from ._dtype import (bool, double, dtype, float, float16, float32, float64, get_default_dtype, half, int, int8,  # noqa: A004
-                     int16, int32, int64, long, set_default_dtype, short, uint8)
+from ._dtype import (bfloat16, bool, double, dtype, float, float16, float32, float64, get_default_dtype, half, int,  # noqa: A004
+                     int8, int16, int32, int64, long, set_default_dtype, short, uint8)
 from ._tensor import Size, Tensor
-from .backend import device
+from .backend import device, get_default_device, set_default_device
 from .backend import allocator as _allocator  # noqa: F401  (raises glibc's malloc thresholds at import)
 from . import ops as _ops  # binds the Tensor methods and operators
 from . import autograd
@@ -17,8 +17,19 @@ from ._creation import (Generator, arange, as_tensor, bernoulli, default_generat
                         multinomial, normal, ones, ones_like, rand, rand_like, randint, randint_like, randn,
                         randn_like, randperm, seed, set_rng_state, tensor, zeros, zeros_like)
 globals().update(_ops.FUNCTIONS)  # every op family's declared functions (ember/ops/registry.py)
+from ._runtime import (are_deterministic_algorithms_enabled, can_cast, e, finfo, get_deterministic_debug_mode,  # noqa: E402
+                       get_num_interop_threads, get_num_threads, iinfo, inf, is_deterministic_algorithms_warn_only_enabled,
+                       is_storage, is_tensor, nan, newaxis, numel, pi, promote_types, result_type,
+                       set_deterministic_debug_mode, set_num_interop_threads, set_num_threads,
+                       use_deterministic_algorithms)
+from ._format import set_printoptions  # noqa: E402
+from ._legacy import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402
+                      HalfTensor, IntTensor, LongTensor, ShortTensor)
+from ._legacy import new as _new  # noqa: E402
+Tensor.new = _new
 from . import cuda, distributed, viz
 from . import linalg, special, sparse  # noqa: E402  (namespaces over the ops)
+from . import backends  # noqa: E402
 from .serialization import save, load
 from . import nn, optim, utils  # noqa: E402  (after the ops: nn, optim and utils.data build on them)
 from . import compiler, _dynamo  # noqa: E402  (after nn: compiled modules are Modules)

@@ -13,16 +13,20 @@ from ._capture import opaque, traced
 
 
 def _place(arr, device):
-    """A host array moved to `device` (None: stays on the CPU)."""
+    """A host array moved to `device` (None: the default device, `set_default_device`; the CPU unless set)."""
     if device is None:
-        return arr
+        device = backend.DEFAULT[0]
+        if device is None:
+            return arr
     return backend.transfer(arr, backend.resolve(device))
 
 
 def _alloc(device, make_array):
-    """`make_array(xp)` run with the array module of `device`, allocating on that device."""
+    """`make_array(xp)` run with the array module of `device` (None: the default device), allocating there."""
     if device is None:
-        return make_array(np)
+        device = backend.DEFAULT[0]
+        if device is None:
+            return make_array(np)
     dev = backend.resolve(device)
     with backend.on(dev):
         return make_array(backend.module_for(dev))
@@ -48,6 +52,8 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     if isinstance(data, Tensor):
         data = data._data
     arr = to_array(data, None if dtype is None else dt.np_dtype(dtype), "tensor")
+    if device is None:
+        device = backend.DEFAULT[0]  # (None unless `set_default_device`: the data's own device)
     if device is not None and backend.resolve(device) != backend.device_of(arr):
         arr = _place(arr, device)  # the move copies
     elif arr is data or (isinstance(data, np.ndarray) and np.shares_memory(arr, data)):
@@ -61,6 +67,8 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     if isinstance(data, Tensor) and (dtype is None or data._data.dtype == dt.np_dtype(dtype)) and device is None:
         return data
     arr = to_array(data, None if dtype is None else dt.np_dtype(dtype), "as_tensor")
+    if device is None and not isinstance(data, Tensor):
+        device = backend.DEFAULT[0]
     if device is not None:
         arr = backend.transfer(arr, backend.resolve(device))
     return make(arr)
@@ -74,6 +82,8 @@ def from_numpy(ndarray: np.ndarray) -> Tensor:
     if ndarray.dtype not in dt.FROM_NP:
         raise TypeError(f"from_numpy(): can't convert np.ndarray of type {ndarray.dtype}. The only supported types are: "
                         + ", ".join(d.name for d in dt.ALL))
+    if ndarray.dtype in dt.LOW_FLOATS:
+        dt.low_precision_used()
     return make(ndarray)
 
 
@@ -131,13 +141,13 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool
         d = dt.NP_INT64 if all(isinstance(v, (int, np.integer)) for v in vals) else dt.NP_DEFAULT_FLOAT
     else:
         d = dt.np_dtype(dtype)
-        if d.kind != "f":
+        if not dt.is_float(d):
             vals = [int(v) for v in vals]  # an integer range takes integer bounds and step, as PyTorch's int64 arange
             if vals[2] == 0:
                 raise RuntimeError(f"arange(): step must be nonzero; it is 0 once truncated to {dt.FROM_NP[d]}")
     n = max(0, math.ceil((vals[1] - vals[0]) / vals[2]))
     # computed in float64 (or int64) then cast, so float32 ranges have the same length as PyTorch's
-    arr = (np.arange(n, dtype=np.float64 if d.kind == "f" else np.int64) * vals[2] + vals[0]).astype(d)
+    arr = (np.arange(n, dtype=np.float64 if dt.is_float(d) else np.int64) * vals[2] + vals[0]).astype(d)
     return _finish(_place(arr, device), requires_grad, "arange")
 
 
@@ -380,6 +390,8 @@ def numpy_generator(generator) -> np.random.Generator:
 
 
 def _where(device, generator, op: str) -> Generator:
+    if device is None and generator is None:
+        device = backend.DEFAULT[0]
     dev = backend.CPU if device is None else backend.resolve(device)
     if device is None and generator is not None:
         dev = generator.device
@@ -387,7 +399,7 @@ def _where(device, generator, op: str) -> Generator:
 
 
 def _float_only(d: np.dtype, op: str) -> None:
-    if d.kind != "f":
+    if not dt.is_float(d):
         raise NotImplementedError(f"{op}(): only floating-point dtypes are supported, got {dt.FROM_NP[d]}; "
                                   f"use randint() for integers")
 

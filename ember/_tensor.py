@@ -111,7 +111,7 @@ class Tensor:
         return self.device.type == "cuda"
 
     def is_floating_point(self) -> bool:
-        return self._data.dtype.kind == "f"
+        return dt.is_float(self._data.dtype)
 
     def is_contiguous(self) -> bool:
         return self._data.flags.c_contiguous
@@ -250,7 +250,7 @@ class Tensor:
         """Set `requires_grad` on a leaf (in place); returns self."""
         if requires_grad.__class__ is not bool:
             raise TypeError(f"requires_grad_(): argument 'requires_grad' must be bool, not {type_name(requires_grad)}")
-        if requires_grad and self._data.dtype.kind != "f":
+        if requires_grad and not dt.is_float(self._data.dtype):
             raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got {self.dtype}")
         if not requires_grad and self._edge is not None:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use a computed "
@@ -355,7 +355,7 @@ class Tensor:
             _capture.settle(value)  # (ember.lazy: the array that is shared is a computed one)
             _capture.settle(self)
         new = value._data
-        if self._requires_grad and new.dtype.kind != "f":
+        if self._requires_grad and not dt.is_float(new.dtype):
             raise RuntimeError(f"data set to a tensor that requires gradients must be floating point or complex dtype "
                                f"(got {value.dtype})")
         if new.__class__ is not self._data.__class__:
@@ -390,7 +390,7 @@ class Tensor:
             raise RuntimeError("you can only change requires_grad flags of leaf variables."
                                + ("" if value else " If you want to use a computed variable in a subgraph that doesn't "
                                   "require differentiation use var_no_grad = var.detach()."))
-        if value and self._data.dtype.kind != "f":
+        if value and not dt.is_float(self._data.dtype):
             raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got {self.dtype}")
         if _capture.ACTIVE is not None:
             _capture.refuse("setting requires_grad on a tensor (a replay would not set it)")
@@ -588,10 +588,14 @@ def to_array(data, np_dtype, op: str):
                 np_dtype = dt.NP_INT64
         elif k == "b":
             pass
+        elif arr.dtype == dt.bfloat16.np:
+            pass
         else:
             raise TypeError(f"{op}(): unsupported data type {arr.dtype}; ember supports bool, integer and float data")
         if np_dtype is None and arr.dtype not in dt.FROM_NP:
             raise TypeError(f"{op}(): unsupported NumPy dtype {arr.dtype}; use one of {', '.join(d.name for d in dt.ALL)}")
+    if arr.dtype in dt.LOW_FLOATS or np_dtype in dt.LOW_FLOATS:
+        dt.low_precision_used()
     return arr if np_dtype is None else arr.astype(np_dtype, copy=False)
 
 

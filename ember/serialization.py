@@ -32,6 +32,7 @@ from typing import Any, BinaryIO, Callable
 import numpy as np
 
 from . import _capture, backend
+from . import _dtype as _dt
 from ._tensor import Tensor, make
 
 __all__ = ["save", "load"]
@@ -44,8 +45,10 @@ _ALIGN = 8
 _DTYPES = {"BOOL": np.dtype("|b1"), "U8": np.dtype("|u1"), "I8": np.dtype("|i1"), "I16": np.dtype("<i2"),
            "I32": np.dtype("<i4"), "I64": np.dtype("<i8"), "F16": np.dtype("<f2"), "F32": np.dtype("<f4"),
            "F64": np.dtype("<f8")}
+_BF16 = "BF16"
+if _dt.bfloat16.np is not None:  # ml_dtypes' bfloat16 (without it, BF16 is read as float32: exact, the top half)
+    _DTYPES[_BF16] = _dt.bfloat16.np
 _NAME_OF = {d.newbyteorder("="): name for name, d in _DTYPES.items()}
-_BF16 = "BF16"  # read as float32 (exact: a bfloat16 is the top half of a float32)
 _OTHER_DTYPES = ("U16", "U32", "U64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64", "C128")
 _MAX_NDIM = 64  # NumPy's limit
 
@@ -267,8 +270,8 @@ def load(f: str | os.PathLike | BinaryIO, map_location=None, weights_only: bool 
     RuntimeError when that is CUDA and CUDA is unavailable), a device or device string ('cpu',
     'cuda', 'cuda:1'), a dict mapping saved locations to locations ({'cuda:0': 'cpu'}), or a
     callable `fn(tensor, location)` returning a tensor (or None for the saved location). `weights_only` is accepted for PyTorch compatibility: loading never runs
-    code, whatever its value. BF16 tensors are converted to float32 exactly (ember has no bfloat16),
-    with a warning.
+    code, whatever its value. BF16 tensors load as bfloat16 (without the ml_dtypes package they are
+    converted to float32 exactly, with a warning).
     """
     place = _placement(map_location)
     if isinstance(f, (str, bytes, os.PathLike)):
@@ -292,8 +295,8 @@ def load(f: str | os.PathLike | BinaryIO, map_location=None, weights_only: bool 
         raise TypeError(f"ember.load: f must be a path (str or os.PathLike) or a binary file object with "
                         f"read(), got {type(f).__name__}")
     if bf16:
-        warnings.warn(f"ember.load: {name}: tensor(s) {', '.join(bf16)} are bfloat16, which ember does not have; "
-                      f"they were converted to float32 exactly", UserWarning, stacklevel=2)
+        warnings.warn(f"ember.load: {name}: tensor(s) {', '.join(bf16)} are bfloat16, which needs the "
+                      f"ml_dtypes package (pip install ml_dtypes); they were converted to float32 exactly", UserWarning, stacklevel=2)
     tensors = {}
     for key, arr in arrays.items():
         t = place(make(arr), devices.get(key, "cpu"))
@@ -446,7 +449,7 @@ def _read(fh: BinaryIO, size: int, name: str) -> tuple[dict, Any, list, dict]:
         if missing:
             raise bad(f"{where}: missing {', '.join(missing)}")
         dname, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-        if dname == _BF16:
+        if dname == _BF16 and _BF16 not in _DTYPES:
             stored = np.dtype("<u2")
         elif isinstance(dname, str) and dname in _DTYPES:
             stored = _DTYPES[dname]
@@ -470,7 +473,7 @@ def _read(fh: BinaryIO, size: int, name: str) -> tuple[dict, Any, list, dict]:
         if end > data_size:
             raise bad(f"{where}: data_offsets {offsets} run past the end of the {data_size}-byte data section "
                       f"(the file is truncated or the offsets are wrong)")
-        specs.append((begin, end, tname, stored, shape, dname == _BF16))
+        specs.append((begin, end, tname, stored, shape, dname == _BF16 and _BF16 not in _DTYPES))
 
     # the data section is covered exactly: no overlap, no hole, nothing after the last tensor
     pos, prev = 0, None

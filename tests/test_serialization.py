@@ -414,14 +414,28 @@ def test_ember_weights_load_in_torch_with_identical_outputs(tmp_path):
 
 
 @requires_st_torch
-def test_bfloat16_reads_as_float32_with_a_warning(tmp_path):
+def test_bfloat16_round_trips_with_torch(tmp_path):
     src = torch.tensor([1.5, -2.0, 3.140625, float("inf")], dtype=torch.bfloat16)
     p = tmp_path / "bf16.safetensors"
     st_torch.save_file({"w": src, "b": torch.ones(2)}, str(p))
-    with pytest.warns(UserWarning, match="'w'|w are bfloat16"):
+    out = ember.load(p)
+    assert out["w"].dtype is ember.bfloat16 and out["w"]._data.flags.owndata
+    np.testing.assert_array_equal(out["w"].float()._data, src.float().numpy())
+    ember.save(out, p)  # and back: torch reads ember's BF16
+    back = st_torch.load_file(str(p))
+    assert back["w"].dtype == torch.bfloat16 and torch.equal(back["w"], src)
+
+
+def test_bfloat16_reads_as_float32_without_ml_dtypes(tmp_path, monkeypatch):
+    """Without ml_dtypes ember has no bfloat16 array type: BF16 data load as float32 (exactly), with a warning."""
+    import ember.serialization as S
+    p = tmp_path / "bf16.safetensors"
+    ember.save({"w": ember.tensor([1.5, -2.0, 3.140625]).bfloat16()}, p)
+    monkeypatch.delitem(S._DTYPES, "BF16")
+    with pytest.warns(UserWarning, match="w are bfloat16"):
         out = ember.load(p)
-    assert out["w"].dtype is ember.float32 and out["w"]._data.flags.owndata
-    np.testing.assert_array_equal(out["w"]._data, src.float().numpy())
+    assert out["w"].dtype is ember.float32
+    np.testing.assert_array_equal(out["w"]._data, [1.5, -2.0, 3.140625])
 
 
 # ====================================================================== corrupt and foreign files

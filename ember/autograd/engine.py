@@ -20,6 +20,7 @@ from .._tensor import TENSOR_TYPES, Slot, Tensor, bump_version, make
 from .function import FREED, Node, free_buffers
 from ..backend import array_module, on_device_of, writable
 from .grad_mode import MODE
+from .. import _dtype as dt
 
 
 def _as_list(x, what: str) -> list:
@@ -517,7 +518,7 @@ def _call_hooks(hooks: list, g):
 
 def _check_anomaly(node: Node, grads) -> None:
     for i, g in enumerate(grads):
-        if g is not None and g._data.dtype.kind == "f" and not bool(np.isfinite(g._data).all()):
+        if g is not None and dt.is_float(g._data.dtype) and not bool(np.isfinite(g._data).all()):
             bad = "nan" if bool(np.isnan(g._data).any()) else "inf"
             msg = f"Function '{node.name()}' returned {bad} values in its {_ordinal(i)} output."
             if node.trace:

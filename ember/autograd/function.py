@@ -13,6 +13,7 @@ import weakref
 
 from .._tensor import TENSOR_TYPES, Slot, Tensor, make, version
 from .grad_mode import MODE
+from .. import _dtype as dt
 
 _new = object.__new__
 _tracer = None  # the capturing Tracer (ember._capture.set_active), else None: dispatch's one extra test
@@ -183,6 +184,8 @@ class Op(Node):
         not recorded), else `backward`."""
         inputs = self.inputs
         fn = self.backward if (self.fast_backward is None or MODE.grad) else self.fast_backward
+        if MODE.lowp and fn is not self.backward and g._data.dtype in dt.LOW_FLOATS:
+            fn = self.backward  # its ops compute 16-bit floats in float32 (`dispatch`); fast_backward's arrays would not
         if inputs is not None:
             if inputs is FREED or self.versions is not None or self.out_version is not None:
                 self._check_saved()
@@ -284,17 +287,61 @@ def dispatch(node: Node, inputs: tuple, arrays, attrs: dict | None = None) -> Te
     """
     if _tracer is not None and _tracer.depth == 0:
         return _tracer.dispatch(node, inputs, arrays, attrs)
+    low = None
+    if MODE.lowp:  # a float16/bfloat16 dtype has been used: their ops compute in float32 (`_low_float`)
+        low = _low_float(node, arrays)
+        if low is not None:
+            arrays = tuple([a.astype(np.float32) if a.__class__ is _ndarray and a.dtype == low else a for a in arrays])
     out = node.forward(*arrays, **attrs) if attrs else node.forward(*arrays)
     if out.__class__ is not _ndarray:
         if out.__class__ is tuple or out.__class__ is list:  # several outputs (split, an RNN layer)
             out = tuple([np.asarray(o) if isinstance(o, _generic) else o for o in out])
         elif isinstance(out, _generic):
             out = np.asarray(out)  # NumPy returns scalars from 0-d reductions: results are always arrays
+    if low is not None:  # round once, back to the inputs' 16-bit dtype
+        out = tuple([_round_to(o, low) for o in out]) if out.__class__ is tuple else _round_to(out, low)
     if MODE.grad:
         for a in inputs:
             if a.__class__ in TENSOR_TYPES and a._requires_grad:
                 return record(node, inputs, out)
     return make(out) if out.__class__ is not tuple else tuple([make(o) for o in out])
+
+
+# ---------------------------------------------------------------------- 16-bit floats
+# PyTorch's CPU kernels compute float16 and bfloat16 ops in float32 and round each result once (Python
+# scalars taking part in float32 too: `half_tensor * 0.1` multiplies by 0.1f, not by 0.1 rounded to half).
+# NumPy's float16 loops round differently (a Python scalar to half first, reductions and matmul at every
+# step) and ml_dtypes' bfloat16 has few loops, so `dispatch` widens such inputs to float32, runs the op and
+# rounds its float32 results to the 16-bit dtype. Ops that only move data keep their dtype (`_NATIVE`):
+# their results may be views, which a widened copy would break.
+_NATIVE_MODULES = frozenset({"ember.ops.shape", "ember.ops.indexing", "ember.ops.indexing_ext", "ember.ops.inplace"})
+_LOW_RULE: dict = {}  # op class -> whether its float16/bfloat16 inputs are widened (the test above, cached)
+
+
+def _low_float(node: Node, arrays) -> np.dtype | None:
+    """The 16-bit float dtype that an application computes in float32 and rounds back to, or None: its CPU
+    array inputs hold exactly one of float16/bfloat16 and no wider float (those were promoted before)."""
+    cls = node.__class__
+    widen = _LOW_RULE.get(cls)
+    if widen is None:
+        widen = _LOW_RULE[cls] = not (cls.__module__ in _NATIVE_MODULES or getattr(cls, "keeps_dtype", False))
+    if not widen:
+        return None
+    low = None
+    for a in arrays:
+        if a.__class__ is _ndarray:
+            d = a.dtype
+            if d in dt.LOW_FLOATS:
+                if low is not None and d is not low:
+                    return None
+                low = d
+            elif dt.is_float(d) and a.ndim:
+                return None
+    return low
+
+
+def _round_to(o, low: np.dtype):
+    return o.astype(low) if o.__class__ is _ndarray and o.dtype == np.float32 else o
 
 
 def record(node: Node, inputs: tuple, out):
@@ -480,7 +527,7 @@ class Function(metaclass=_FunctionMeta):
             if any(o is a for a in args):
                 o = o.detach()  # returned an input as is: give the output its own identity
             meta.append((o.shape, o._data.dtype, o.device))
-            if id(o) in non_diff or o._data.dtype.kind != "f":
+            if id(o) in non_diff or not dt.is_float(o._data.dtype):
                 o._requires_grad = False
             else:
                 o._edge = ctx if ctx.n_out == 1 else Slot(ctx, i)

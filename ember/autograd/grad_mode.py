@@ -11,6 +11,9 @@ import threading
 
 
 class _Mode(threading.local):
+    # True once a float16/bfloat16 dtype is in use (all threads): `dispatch` then computes their ops in float32
+    lowp = False
+
     def __init__(self) -> None:  # runs once per thread: every thread starts with grad on
         self.grad = True
         self.anomaly = False

@@ -12,6 +12,7 @@ from .._tensor import Tensor, make
 from ..backend import to_host, transfer
 from .engine import grad
 from .grad_mode import enable_grad, no_grad
+from .. import _dtype as dt
 
 
 class GradcheckError(RuntimeError):
@@ -28,7 +29,7 @@ def _outputs(func, inputs) -> list:
 
 def _float_outputs(func, inputs) -> list:
     """The differentiable outputs (integer outputs such as indices have no gradient)."""
-    return [o for o in _outputs(func, inputs) if o._data.dtype.kind == "f"]
+    return [o for o in _outputs(func, inputs) if dt.is_float(o._data.dtype)]
 
 
 def _numerical(func, inputs, diff_idx, out_count, eps) -> list:

@@ -49,6 +49,36 @@ class device:
     def __hash__(self) -> int:
         return hash((self.type, self.index))
 
+    def __enter__(self) -> "device":
+        """`with ember.device("cuda"):` makes this the default device of factory functions inside the block."""
+        _DEVICE_STACK.append(DEFAULT[0])
+        DEFAULT[0] = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        DEFAULT[0] = _DEVICE_STACK.pop()
+
+
+# the device that factory functions (zeros, tensor, randn, ...) use when given none: None means the CPU
+# (`ember.set_default_device`, or a `with ember.device(...)` block)
+DEFAULT: list = [None]
+_DEVICE_STACK: list = []
+
+
+def set_default_device(dev) -> None:
+    """Make `dev` ("cpu", "cuda", "cuda:1", a device, or None for the CPU) the device of tensors made by factory
+    functions without a `device` argument, as PyTorch's `torch.set_default_device`. Tensors made from other
+    tensors (`zeros_like`, ops) stay on their input's device."""
+    DEFAULT[0] = None if dev is None else device(dev) if not isinstance(dev, device) else dev
+
+
+def get_default_device() -> device:
+    """The device factory functions use when given none (`set_default_device`); `device(type='cpu')` by default."""
+    d = DEFAULT[0]
+    if d is None:
+        return CPU
+    return resolve(d) if d.type == "cuda" else d
+
 
 CPU = device("cpu")
 # array type -> (device of such an array or a callable giving it, array module)

@@ -33,6 +33,7 @@ import numpy as np
 from .. import _capture
 from .._tensor import TENSOR_TYPES, Size, Slot, Tensor
 from ..autograd.grad_mode import MODE
+from .. import _dtype as dt
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CLI_DIR = os.path.join(_EMBER_DIR, "cli")
@@ -531,7 +532,7 @@ def _get_data(self):
     tr = _capturing()
     if tr is not None and tr.depth == 0 and sys._getframe(1).f_code.co_filename != __file__:
         tr.reads += 1  # (the tracer's own reads are bookkeeping)
-        if v.dtype.kind != "f":
+        if not dt.is_float(v.dtype):
             tr.reads_nonfloat += 1
     return v
 

@@ -104,7 +104,7 @@ class ToTensor:
             out = chw.astype(dt.NP_DEFAULT_FLOAT, order="C")
             np.divide(out, 255, out=out)  # division, not multiplication by 1/255: torchvision's exact values
             return make(out)
-        if pic.dtype.kind == "f":
+        if dt.is_float(pic.dtype):
             return make(np.array(chw, order="C"))
         raise TypeError(f"ToTensor: unsupported array dtype {pic.dtype}; give uint8 (scaled to [0, 1]) "
                         f"or a floating dtype (kept as is)")
@@ -134,7 +134,7 @@ class Normalize:
             raise TypeError(f"Normalize: img should be a Tensor image, got {type(tensor).__name__} "
                             f"(apply ToTensor first)")
         arr = tensor._data
-        if arr.dtype.kind != "f":
+        if not dt.is_float(arr.dtype):
             raise TypeError(f"Normalize: input tensor should be a float tensor, got {tensor.dtype}")
         if arr.ndim < 3:
             raise ValueError(f"Normalize: expected a tensor image of size (..., C, H, W), "

@@ -14,6 +14,7 @@ from .. import backend
 from .._tensor import Tensor, bump_version
 from . import group as _pg  # not `group`: that is every collective's parameter (PyTorch's)
 from . import nccl
+from .. import _dtype as dt
 
 
 class ReduceOp:
@@ -182,7 +183,7 @@ def all_reduce(tensor: Tensor, op: str = ReduceOp.SUM, group=None, async_op: boo
     if tensor._data.dtype.kind == "b":
         raise TypeError("all_reduce(): bool tensors cannot be reduced over MPI; convert with .to(ember.uint8) "
                         "(SUM/MAX then act as a count/any)")
-    if op == ReduceOp.AVG and tensor._data.dtype.kind != "f":
+    if op == ReduceOp.AVG and not dt.is_float(tensor._data.dtype):
         raise TypeError(f"all_reduce(): ReduceOp.AVG needs a floating tensor, got {tensor.dtype}")
     buf, back = _contiguous(tensor, "all_reduce()")
     return _run(start_all_reduce(buf, op), _done(tensor, back, op == ReduceOp.AVG), async_op)

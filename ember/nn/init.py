@@ -25,6 +25,7 @@ import numpy as np
 from .. import _capture, backend
 from .._creation import numpy_generator
 from .._tensor import Tensor, bump_version
+from .. import _dtype as dt
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_", "dirac_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_"]
@@ -64,7 +65,7 @@ def _check(tensor, fn: str) -> Tensor:
 
 def _float(tensor: Tensor, fn: str) -> np.dtype:
     d = tensor._data.dtype
-    if d.kind != "f":
+    if not dt.is_float(d):
         raise TypeError(f"{fn}(): expected a floating-point tensor, got {str(tensor.dtype).replace('ember.', '')}")
     return d
 

@@ -52,9 +52,9 @@ def _promoted(x, y, op: str):
         x = x.astype(target)
     if not ya and y.dtype != target:
         y = y.astype(target)
-    elif ya and target.kind == "f" and isinstance(y, bool):
+    elif ya and dt.is_float(target) and isinstance(y, bool):
         y = float(y)
-    if xa and target.kind == "f" and isinstance(x, bool):
+    if xa and dt.is_float(target) and isinstance(x, bool):
         x = float(x)
     return x, y
 
@@ -94,10 +94,10 @@ def binary(cls, a, b, name: str) -> Tensor:
         if x.dtype is not y.dtype:
             x, y = _promoted(x, y, name)
     elif ta:
-        if x.dtype.kind != "f" or y.__class__ is bool:
+        if not dt.is_float(x.dtype) or y.__class__ is bool:
             x, y = _promoted(x, y, name)
     else:
-        if y.dtype.kind != "f" or x.__class__ is bool:
+        if not dt.is_float(y.dtype) or x.__class__ is bool:
             x, y = _promoted(x, y, name)
     try:
         return dispatch(_new(cls), (a, b), (x, y))
@@ -191,7 +191,7 @@ class Mul(BinaryOp):
         does not widen it); broadcast inputs are summed back by `_reduce` as for `backward`. It skips two
         Mul ops: ~1.2 µs per call, most of this backward on small tensors (the 100-op chain)."""
         g = gz._data
-        if g.dtype.kind != "f":
+        if g.dtype.kind != "f" or g.dtype.itemsize == 2:  # (16-bit floats: `backward`'s ops round as PyTorch's)
             return self.backward(gz, x, y)
         nx = self.next
         gx = gy = None
@@ -208,12 +208,12 @@ class Div(BinaryOp):
     saves_inputs = True
 
     def forward(self, x, y):
-        if getattr(x, "dtype", None) is not None and x.dtype.kind != "f" and (getattr(y, "dtype", None) is None or y.dtype.kind != "f"):
+        if getattr(x, "dtype", None) is not None and not dt.is_float(x.dtype) and (getattr(y, "dtype", None) is None or not dt.is_float(y.dtype)):
             # true division of integers gives the default float dtype (both sides: NumPy's int32 / float32 is float64)
             x = x.astype(dt.NP_DEFAULT_FLOAT)
             if getattr(y, "dtype", None) is not None:
                 y = y.astype(dt.NP_DEFAULT_FLOAT)
-        elif getattr(y, "dtype", None) is not None and y.dtype.kind != "f" and not isinstance(x, float):
+        elif getattr(y, "dtype", None) is not None and not dt.is_float(y.dtype) and not isinstance(x, float):
             y = y.astype(dt.NP_DEFAULT_FLOAT)
         return x / y
 
@@ -242,7 +242,7 @@ class Pow(BinaryOp):
                 and y.size and (y < 0).any()):
             return _int_pow_negative(x, y)
         if (y.__class__ is int and 3 <= y <= 4 and x.__class__ is not int and x.__class__ is not float
-                and x.dtype.kind == "f"):
+                and dt.is_float(x.dtype)):
             # NumPy's float power goes to libm's pow, whose integer-exponent path for a negative base costs ~60 ns an
             # element (x ** 3 on 1M floats: 62 ms, x * x * x: 0.2 ms): the cube and fourth power by products, as
             # PyTorch's pow kernel does (within an ulp of pow; NumPy already special-cases 2, 0.5, -1)
@@ -337,7 +337,7 @@ class Atan2(BinaryOp):
 
     def forward(self, x, y):
         # integer and bool operands give the default float dtype, as in PyTorch (NumPy would give float64)
-        if (getattr(x, "dtype", None) is None or x.dtype.kind != "f") and (getattr(y, "dtype", None) is None or y.dtype.kind != "f"):
+        if (getattr(x, "dtype", None) is None or not dt.is_float(x.dtype)) and (getattr(y, "dtype", None) is None or not dt.is_float(y.dtype)):
             if getattr(x, "dtype", None) is not None:
                 x = x.astype(dt.NP_DEFAULT_FLOAT)
             if getattr(y, "dtype", None) is not None:
@@ -346,9 +346,9 @@ class Atan2(BinaryOp):
 
     def backward(self, gz, x, y):
         # integer inputs are computed in the gradient's float dtype (x·x would overflow an int32)
-        if isinstance(x, Tensor) and x._data.dtype.kind != "f":
+        if isinstance(x, Tensor) and not dt.is_float(x._data.dtype):
             x = x.to(gz.dtype)
-        if isinstance(y, Tensor) and y._data.dtype.kind != "f":
+        if isinstance(y, Tensor) and not dt.is_float(y._data.dtype):
             y = y.to(gz.dtype)
         denom = x * x + y * y
         recip = where(denom == 0, 0.0, denom.reciprocal()) if isinstance(denom, Tensor) else (1.0 / denom if denom else 0.0)
@@ -415,7 +415,7 @@ def _logical(fn, name: str):
     def forward(self, x, y):
         for v in (x, y):
             k = getattr(v, "dtype", None)
-            if (k is not None and k.kind == "f") or isinstance(v, float):
+            if (k is not None and dt.is_float(k)) or isinstance(v, float):
                 raise TypeError(f"{name}(): bitwise and logical operators need bool or integer tensors, got a float operand; "
                                 f"use logical_{name.split('_')[-1]}() or compare first")
         return fn(x, y)
@@ -454,7 +454,7 @@ def sum_array(x, axes: tuple, keepdim: bool):
         return x.sum(axis=axes, dtype=np.float32, keepdims=keepdim).astype(np.float16)
     n = len(axes)
     if (0 < n < x.ndim and axes[-1] == n - 1 and x.size >= _GEMV_MIN and type(x) is np.ndarray
-            and x.dtype.kind == "f" and x.dtype.itemsize >= 4 and x.flags.c_contiguous):
+            and dt.is_float(x.dtype) and x.dtype.itemsize >= 4 and x.flags.c_contiguous):
         # sums over leading axes (column sums of a tall array): one GEMV is far faster than
         # np.sum(axis=0), which strides across rows (float32 (100352, 16): 2.0 ms against 0.08 ms for
         # `ones @ x`, measured with timeit on the 2-core reference machine, NumPy 2.x with OpenBLAS)
@@ -599,7 +599,7 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
         q = binary(Div, input, other, "div")
         t = input if isinstance(input, Tensor) else other
         r = q.detach().trunc()
-        return r if q._data.dtype == t._data.dtype or t._data.dtype.kind == "f" else r.to(dt.FROM_NP[t._data.dtype])
+        return r if q._data.dtype == t._data.dtype or dt.is_float(t._data.dtype) else r.to(dt.FROM_NP[t._data.dtype])
     raise ValueError(f"div(): rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
 
 

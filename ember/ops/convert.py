@@ -93,14 +93,17 @@ def is_pinned(self: Tensor, device=None) -> bool:
     return backend.CUDA.is_pinned(self._data)
 
 
-def type_(self: Tensor, dtype=None, non_blocking: bool = False):
-    """With no argument: the type name ('ember.FloatTensor'); else `to(dtype)`."""
+def type_(self: Tensor, dtype=None, non_blocking: bool = False, **kwargs):
+    """With no argument: the legacy type name ('torch.FloatTensor', 'torch.cuda.FloatTensor': PyTorch's
+    strings, so that code comparing them keeps working); else `to(dtype)`, where dtype may also be such a
+    name or a legacy type (`t.type(ember.LongTensor)`)."""
+    from .._legacy import dtype_of_type, type_name
     if dtype is None:
-        names = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor", "int64": "LongTensor",
-                 "int32": "IntTensor", "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor",
-                 "bool": "BoolTensor"}
-        return "ember." + names[self.dtype.name]
-    return U.to_dtype(self, dtype)
+        return type_name(self.dtype, self.device.type == "cuda")
+    d, cuda = dtype_of_type(dtype)
+    if cuda is not None and cuda != (self.device.type == "cuda"):
+        return to(self, "cuda" if cuda else "cpu", dtype=d, non_blocking=non_blocking)
+    return U.to_dtype(self, d)
 
 
 def as_tensor_like(value, like: Tensor) -> Tensor:
@@ -166,7 +169,7 @@ EXPORTS = Exports(
     methods=("to", "clone", "pin_memory", "is_pinned"),
     aliases={
         "type": type_,
-        "float": _as(dt.float32), "double": _as(dt.float64), "half": _as(dt.float16), "long": _as(dt.int64),
+        "float": _as(dt.float32), "double": _as(dt.float64), "half": _as(dt.float16), "bfloat16": _as(dt.bfloat16), "long": _as(dt.int64),
         "int": _as(dt.int32), "short": _as(dt.int16), "byte": _as(dt.uint8), "char": _as(dt.int8),
         "bool": _as(dt.bool),
         "cpu": lambda self, memory_format=None: to(self, "cpu"),

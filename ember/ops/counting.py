@@ -23,6 +23,7 @@ from .arithmetic import where
 from .indexing import gather
 from .reduce import _apply, _result_type, return_types
 from .registry import Exports
+from .. import _dtype as dt
 
 __all__ = ["unique", "unique_consecutive", "searchsorted", "bucketize", "histc", "histogram", "bincount",
            "cummax", "cummin", "logcumsumexp"]
@@ -182,7 +183,7 @@ def _search(seq, vals, right: bool, out_int32: bool, sorter, op: str):
         flat_s, flat_v, flat_r = seq.reshape(-1, seq.shape[-1]), vals.reshape(-1, vals.shape[-1]), r.reshape(-1, vals.shape[-1])
         for i in range(flat_s.shape[0]):
             flat_r[i] = xp.searchsorted(flat_s[i], flat_v[i], side=side)
-    if ct.kind == "f":  # PyTorch's binary search never stops at a NaN value: it goes past the end
+    if dt.is_float(ct):  # PyTorch's binary search never stops at a NaN value: it goes past the end
         r = xp.where(vals != vals, seq.shape[-1], r)
     return make(xp.asarray(r).astype(np.int32 if out_int32 else _INT64, copy=False))
 
@@ -250,7 +251,7 @@ def bucketize(input, boundaries: Tensor, *, out_int32: bool = False, right: bool
 
 # ---------------------------------------------------------------------- histc, histogram, bincount
 def _float_input(a, op: str) -> None:
-    if a.dtype.kind != "f":
+    if not dt.is_float(a.dtype):
         raise NotImplementedError(f"{op}(): not implemented for '{_dtype_name(a.dtype)}' input; "
                                   f"histograms need a floating point input (convert it with .float())")
 
@@ -392,7 +393,7 @@ def _running_index(a, axis: int, largest: bool):
     xp = array_module(a)
     run = (xp.maximum if largest else xp.minimum).accumulate(a, axis=axis)
     hit = a == run
-    if a.dtype.kind == "f":
+    if dt.is_float(a.dtype):
         hit |= a != a
     pos = _arange(a, a.shape[axis]).reshape((-1,) + (1,) * (a.ndim - 1 - axis))
     return xp.maximum.accumulate(xp.where(hit, pos, 0), axis=axis)
@@ -469,7 +470,7 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     op = "logcumsumexp"
     x = _check(input, op)
     axis = _dim_arg(dim, x._data.ndim, op)
-    if x._data.dtype.kind != "f":
+    if not dt.is_float(x._data.dtype):
         raise NotImplementedError(f"{op}(): not implemented for '{_dtype_name(x._data.dtype)}' input; "
                                   f"convert it to a floating dtype first (e.g. .float())")
     return _apply(LogCumSumExp, x, axis, False)

@@ -216,6 +216,17 @@ def _rows_index(idx):
     return None
 
 
+def _add_at(out, index, src) -> None:
+    """out[index] += src, repeated indices accumulating. On CUDA this is atomic adds, whose float rounding depends
+    on the threads' order: under `ember.use_deterministic_algorithms(True)` it raises (or warns) as PyTorch does."""
+    xp = backend.array_module(out)
+    if xp is not np and dt.is_float(out.dtype):
+        from .._runtime import check_deterministic
+        check_deterministic("index accumulation (index_add_/scatter_add_/index_put_ with accumulate, or the "
+                            "gradient of indexing, gather or embedding)")
+    xp.add.at(out, index, src)
+
+
 def add_rows(out, rows, src) -> None:
     """out[rows[i]] += src[i] over i, adding repeated rows (rows non-negative and 1-D)."""
     if (src.ndim >= 2 and rows.size >= 64 and src.size >= 16 * rows.size and out.dtype.kind == "f"):
@@ -228,7 +239,7 @@ def add_rows(out, rows, src) -> None:
         starts = xp.flatnonzero(xp.concatenate((first, s[1:] != s[:-1])))
         out[s[starts]] += xp.add.reduceat(src[order], starts, axis=0)
     else:
-        backend.array_module(out).add.at(out, rows, src)
+        _add_at(out, rows, src)
 
 
 # ---------------------------------------------------------------------- getitem / setitem ops
@@ -262,7 +273,7 @@ class IndexBackward(Op):
             if rows is not None:
                 add_rows(v, rows.reshape(-1), g.reshape((rows.size,) + v.shape[1:]))
             else:
-                xp.add.at(v, main, g)
+                _add_at(v, main, g)
         else:
             v[main] = g
         return z
@@ -436,7 +447,7 @@ def _scatter_into(out, grid, ishape, src, reduce) -> None:
     if reduce is None:
         out[grid] = src
     elif reduce == "add":
-        backend.array_module(out).add.at(out, grid, src)
+        _add_at(out, grid, src)
     else:
         _multiply_at(backend.array_module(out), out, grid, ishape, src)
 

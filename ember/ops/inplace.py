@@ -261,7 +261,7 @@ def _binary_(cls, name: str):
             if cls is A.Pow:
                 return _pow_(self, o)
             ufunc = _UFUNCS[cls]
-            if cls is A.Div and x.dtype.kind != "f":
+            if cls is A.Div and not dt.is_float(x.dtype):
                 raise RuntimeError(f"{op}: result type Float can't be cast to the desired output type {self.dtype}")
             try:
                 ufunc(x, y, out=x, casting="same_kind")
@@ -355,7 +355,7 @@ def _random_(op: str, draw, floats_only: bool = True):
     def method(self: Tensor, *args, generator=None) -> Tensor:
         check_writable(self, op)
         d = self._data.dtype
-        if floats_only and d.kind != "f":
+        if floats_only and not dt.is_float(d):
             raise RuntimeError(f"{op}: expects a floating-point tensor, got {self.dtype}")
         values = draw(_rng(self, generator, op), self._data.shape, d, *args)
         return _overwrite(self, values, op)
@@ -395,7 +395,7 @@ def _exponential(rng, shape, d, lambd=1.0):
 
 def _random_ints(rng, shape, d, low=0, high=None):
     if high is None:  # random_(to) draws from [0, to); random_() from [0, 2^mantissa] for floats
-        low, high = 0, low if low else (2 ** (np.finfo(d).nmant + 1) if d.kind == "f" else np.iinfo(d).max)
+        low, high = 0, low if low else (2 ** (np.finfo(d).nmant + 1) if dt.is_float(d) else np.iinfo(d).max)
     if low >= high:
         raise RuntimeError(f"random_: expects 'from' to be less than 'to', but got from={low} >= to={high}")
     return rng.integers(low, high, shape)

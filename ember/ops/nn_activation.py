@@ -23,6 +23,7 @@ from .unary import erf, sigmoid, tanh
 from .unary import relu as _relu
 from .registry import Exports
 from .._capture import traced
+from .. import _dtype as dt
 
 _new = object.__new__
 
@@ -49,7 +50,7 @@ def _check(x, op: str) -> Tensor:
 def _float_input(x, op: str) -> Tensor:
     """Smooth activations are defined on floating tensors only (PyTorch raises NotImplementedError too)."""
     x = _check(x, op)
-    if x._data.dtype.kind != "f":
+    if not dt.is_float(x._data.dtype):
         raise NotImplementedError(f"{op}(): not implemented for {x.dtype} tensors; convert the input to a floating "
                                   f"dtype first (e.g. x.float())")
     return x
@@ -382,7 +383,7 @@ def _softmax_args(input, dim, dtype, op: str, stacklevel: int) -> tuple:
     axis = normalize_dim(dim, x._data.ndim, op)  # the dim is checked before the dtype, as in PyTorch
     if dtype is not None:
         x = x.to(dtype)
-    if x._data.dtype.kind != "f":
+    if not dt.is_float(x._data.dtype):
         raise NotImplementedError(f"{op}(): not implemented for {x.dtype} tensors; convert the input to a floating "
                                   f"dtype first, or pass dtype=ember.float32")
     return x, axis
@@ -450,7 +451,7 @@ def _mask_for(x: Tensor, p: float, keep: int):
 def _dropout(x: Tensor, p: float, training: bool, inplace: bool, keep: int, op: str) -> Tensor:
     if not training:
         return x
-    if x._data.dtype.kind != "f":
+    if not dt.is_float(x._data.dtype):
         raise RuntimeError(f"{op}(): dropout in training mode needs a floating tensor (the kept values are scaled by "
                            f"1/(1-p)), got {x.dtype}; convert the input with x.float()")
     mask = _mask_for(x, p, keep)

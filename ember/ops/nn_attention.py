@@ -28,6 +28,7 @@ from .nn_activation import check_dropout_p, dropout_mask, dropout, softmax
 from .nn_misc import linear
 from .shape import cat
 from .._capture import traced
+from .. import _dtype as dt
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -38,7 +39,7 @@ def _t(a):
 
 def _rowsum(a: np.ndarray) -> np.ndarray:
     """Σ over the last axis, kept as a size-1 axis: one GEMV with a ones vector (NumPy's sum of short rows is slow)."""
-    if a.__class__ is np.ndarray and a.dtype.kind == "f" and a.dtype.itemsize >= 4 and a.flags.c_contiguous and a.size:
+    if a.__class__ is np.ndarray and dt.is_float(a.dtype) and a.dtype.itemsize >= 4 and a.flags.c_contiguous and a.size:
         n = a.shape[-1]
         return (a.reshape(-1, n) @ ones_vector(n, a.dtype)).reshape(a.shape[:-1] + (1,))
     return a.sum(-1, keepdims=True)
@@ -174,7 +175,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got query.dtype: "
                            f"{_dtype_name(qd)} key.dtype: {_dtype_name(key._data.dtype)} and value.dtype: "
                            f"{_dtype_name(value._data.dtype)} instead.")
-    if qd.kind != "f":
+    if not dt.is_float(qd):
         raise RuntimeError(f"scaled_dot_product_attention(): expected floating-point query, key and value, got "
                            f"{_dtype_name(qd)}")
     p = check_dropout_p(dropout_p, "scaled_dot_product_attention")
@@ -246,7 +247,7 @@ def _float_mask(mask: Tensor | None, name: str, dtype) -> np.ndarray | None:
     m = mask._data
     if m.dtype == np.bool_:
         return backend.array_module(m).where(m, dtype.type(-np.inf), dtype.type(0))
-    if m.dtype.kind != "f":
+    if not dt.is_float(m.dtype):
         raise AssertionError(f"only bool and floating types of {name} are supported, got {_dtype_name(m.dtype)}")
     return m.astype(dtype, copy=False)
 
@@ -281,7 +282,7 @@ def multi_head_attention(query, key, value, embed_dim, num_heads, in_proj_weight
         raise AssertionError(f"MultiheadAttention: query, key and value must all be 3-D (batched) or all 2-D "
                              f"(unbatched), got query {list(query.shape)}, key {list(key.shape)} and value "
                              f"{list(value.shape)}")
-    if query._data.dtype.kind != "f":
+    if not dt.is_float(query._data.dtype):
         raise RuntimeError(f"MultiheadAttention: expected a floating-point query, got {_dtype_name(query._data.dtype)}")
     if key.shape[:-1] != value.shape[:-1]:
         raise AssertionError(f"key shape {list(key.shape)} does not match value shape {list(value.shape)}")
@@ -389,7 +390,7 @@ def _check_mask(mask, name: str) -> None:
     if not isinstance(mask, Tensor):
         raise TypeError(f"multi_head_attention_forward(): {name} must be Tensor or None, not {type(mask).__name__}")
     d = mask._data.dtype
-    if d != np.bool_ and d.kind != "f":
+    if d != np.bool_ and not dt.is_float(d):
         raise AssertionError(f"only bool and floating types of {name} are supported, got {_dtype_name(d)}")
 
 

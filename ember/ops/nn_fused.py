@@ -37,6 +37,7 @@ from .nn_conv import ChannelSum, ConvTranspose, ConvWeightGrad, conv_inputs, con
 from .nn_pool import PoolScatter, argmax_scan, index_dtype
 from .unary import ReluGrad, relu_mask
 from .windows import Win, chunk, strided_at
+from .. import _dtype as dt
 
 _new = object.__new__
 
@@ -320,7 +321,7 @@ def conv2d_relu_max_pool2d(input: Tensor, weight: Tensor, bias: Tensor | None, s
     (N, C, H, W) floating input, one group and non-overlapping pool windows (kernel_size = stride = pool, no
     padding, floor mode). Equal to the composition up to rounding (see the module docstring)."""
     x, w, batched, x2, _ = conv_inputs("conv2d", 2, input, weight, bias, 1, False)
-    if not batched or x._data.dtype.kind != "f":
+    if not batched or not dt.is_float(x._data.dtype):
         raise RuntimeError(f"conv2d_relu_max_pool2d(): needs a batched (N, C, H, W) floating-point input, got "
                            f"{x.dtype} of size {list(x.shape)}")
     p = (pool, pool) if isinstance(pool, int) else tuple(pool)

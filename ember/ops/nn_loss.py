@@ -142,7 +142,7 @@ def _class_input(x: Tensor, op: str) -> int:
     a = x._data
     if a.ndim == 0:
         raise ValueError(f"{op}(): input must have shape (C,), (N, C) or (N, C, d1, ...), got a 0-d tensor")
-    if a.dtype.kind != "f":
+    if not dt.is_float(a.dtype):
         raise NotImplementedError(f"{op}(): not implemented for {x.dtype} inputs; the input must hold floating "
                                   f"scores (convert with x.float())")
     return a.shape[1] if a.ndim >= 2 else a.shape[0]
@@ -161,7 +161,7 @@ def _class_target(x: Tensor, t: Tensor, op: str) -> np.ndarray:
         if len(shape) >= 2 and len(ts) == len(expected) and ts[0] != shape[0]:
             raise ValueError(f"{op}(): expected input batch_size ({shape[0]}) to match target batch_size ({ts[0]}) "
                              f"(input {list(shape)}, target {list(ts)})")
-        kind = "float (class probabilities)" if t._data.dtype.kind == "f" else "class-index"
+        kind = "float (class probabilities)" if dt.is_float(t._data.dtype) else "class-index"
         raise RuntimeError(f"{op}(): {kind} target of shape {list(ts)} does not fit the input of shape {list(shape)}: "
                            f"class indices need a target of shape {list(expected)}, class probabilities one of the "
                            f"input's shape")
@@ -169,7 +169,7 @@ def _class_target(x: Tensor, t: Tensor, op: str) -> np.ndarray:
     if a.dtype not in _CLASS_DTYPES:
         raise RuntimeError(f"{op}(): expected a class-index target of dtype int64 (Long) or uint8, but got {t.dtype}"
                            + (f"; for class probabilities the target must have the input's shape {list(shape)}"
-                              if a.dtype.kind == "f" else "; convert it with target.long()"))
+                              if dt.is_float(a.dtype) else "; convert it with target.long()"))
     return a
 
 
@@ -350,7 +350,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     if label_smoothing > 1.0 or label_smoothing < 0.0:
         raise RuntimeError(f"{op}(): label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
     w = _class_weight(weight, C, x, op)
-    if t._data.dtype.kind == "f" and t.shape == x.shape:
+    if dt.is_float(t._data.dtype) and t.shape == x.shape:
         if ignore_index != -100:
             raise RuntimeError(f"{op}(): ignore_index is not supported for class-probability (float) targets")
         return _soft_cross_entropy(x, t, w, C, r, label_smoothing)
@@ -451,7 +451,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     if x.shape != t.shape:
         raise ValueError(f"{op}(): using a target size ({list(t.shape)}) that is different to the input size "
                          f"({list(x.shape)}) is not supported; please ensure they have the same size")
-    if x._data.dtype.kind != "f" or t._data.dtype.kind != "f":
+    if not dt.is_float(x._data.dtype) or not dt.is_float(t._data.dtype):
         raise RuntimeError(f"{op}(): input and target must be floating tensors, got {x.dtype} and {t.dtype}")
     for name, a in (("input", x._data), ("target", t._data)):
         if a.size and not ((a >= 0) & (a <= 1)).all():
@@ -483,7 +483,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     r = reduction_arg(reduction, size_average, reduce, op)
     if x.shape != t.shape:
         raise ValueError(f"{op}(): target size ({list(t.shape)}) must be the same as input size ({list(x.shape)})")
-    if x._data.dtype.kind != "f":
+    if not dt.is_float(x._data.dtype):
         raise NotImplementedError(f"{op}(): not implemented for {x.dtype} inputs; the input must hold floating logits")
     ls = logsigmoid(x)
     if pos_weight is not None:

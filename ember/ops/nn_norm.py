@@ -21,6 +21,7 @@ from .. import backend
 from .._tensor import Tensor, bump_version, make
 from ..autograd.function import Op
 from .arithmetic import sum_array
+from .. import _dtype as dt
 
 __all__ = ["batch_norm", "layer_norm", "group_norm"]
 
@@ -143,7 +144,7 @@ def _make_reducer(x, axes: tuple, div: int):
     in float32 3-10x faster than np.add.reduce or np.sum, which sum each short row separately, and the division
     comes free."""
     shape, nd, k = x.shape, x.ndim, len(axes)
-    if type(x) is np.ndarray and x.dtype.kind == "f" and x.dtype.itemsize >= 4 and x.size:
+    if type(x) is np.ndarray and dt.is_float(x.dtype) and x.dtype.itemsize >= 4 and x.size:
         d = x.dtype
         if axes == tuple(range(nd - k, nd)):
             m = math.prod(shape[nd - k:])
@@ -192,7 +193,7 @@ def _need_tensor(op: str, name: str, v) -> None:
 
 def _check_dtypes(op: str, x: Tensor, **named) -> None:
     d = x._data.dtype
-    if d.kind != "f":
+    if not dt.is_float(d):
         raise RuntimeError(f"{op}(): expected a floating-point input, got {str(x.dtype).replace('ember.', '')}; "
                            f"convert it with .float()")
     for name, t in named.items():
@@ -282,7 +283,7 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
                                    f"{name} of shape {list(t.shape)} and normalized_shape = {list(ns)}")
             if t._data.dtype is not x.dtype:
                 _check_dtypes("layer_norm", input, **{name: t})
-    if x.dtype.kind != "f":
+    if not dt.is_float(x.dtype):
         _check_dtypes("layer_norm", input)
     axes = _LN_AXES.get((nd, k))
     if axes is None:

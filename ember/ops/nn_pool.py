@@ -22,6 +22,7 @@ from .nn_args import ntuple, tensor_arg
 from .nn_conv import Conv
 from .shape import View
 from .windows import Win, chunk, pad_hw
+from .. import _dtype as dt
 
 _new = object.__new__
 
@@ -95,7 +96,7 @@ def argmax_scan(views: list, need_idx: bool, y: np.ndarray, idx: np.ndarray | No
         np.greater(cur, prev, out=wins)
         # o grows, so "idx = o where v wins" is a maximum: branch-free, unlike np.where or masked assignment
         np.maximum(idx, np.multiply(wins, it(o), out=cand), out=idx)
-    if y.dtype.kind == "f" and np.isnan(y).any():  # rare: redo the positions with PyTorch's NaN rule
+    if dt.is_float(y.dtype) and np.isnan(y).any():  # rare: redo the positions with PyTorch's NaN rule
         m = views[0].copy()
         idx[...] = 0
         for o, v in enumerate(views[1:], 1):
@@ -111,7 +112,7 @@ def index_dtype(entries: int):
 
 
 def _lowest(dtype):
-    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+    return -np.inf if dt.is_float(dtype) else np.iinfo(dtype).min
 
 
 def _disjoint(win: Win) -> bool:
@@ -248,7 +249,7 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     """Mean over kH x kW windows: Σ window / divisor, the divisor being divisor_override, or the window's size
     (counting the zero padding when count_include_pad, never the part beyond it that ceil_mode adds)."""
     x, batched = _as_4d("avg_pool2d", tensor_arg(input, "avg_pool2d", "input", 1))
-    if x._data.dtype.kind != "f":
+    if not dt.is_float(x._data.dtype):
         raise RuntimeError(f"avg_pool2d(): needs a floating-point input, got {x.dtype}")
     win, (oh, ow) = _pool_win("avg_pool2d", x.shape[2:], kernel_size, stride, padding, 1, ceil_mode)
     if divisor_override is not None and divisor_override <= 0:
@@ -301,7 +302,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     if x.ndim not in (3, 4) or any(n == 0 for n in x.shape[-2:]):
         raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D input with non-zero spatial sizes, but got "
                            f"input of size {list(x.shape)}")
-    if x._data.dtype.kind != "f":
+    if not dt.is_float(x._data.dtype):
         raise RuntimeError(f"adaptive_avg_pool2d(): needs a floating-point input, got {x.dtype}")
     (h, w), dtype = x.shape[-2:], x._data.dtype
     oh, ow = _adaptive_size("adaptive_avg_pool2d", output_size, (h, w))

@@ -68,7 +68,7 @@ def _count(shape: tuple, axes: tuple) -> int:
 
 
 def _float_only(x: Tensor, op: str, what: str) -> None:
-    if x._data.dtype.kind != "f":
+    if not dt.is_float(x._data.dtype):
         raise RuntimeError(f"{op}(): {what}, got {x.dtype}")
 
 
@@ -194,7 +194,7 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
     x = _check(input, "mean")
     if dtype is not None:
         x = x.to(dtype)
-    if x._data.dtype.kind != "f":
+    if not dt.is_float(x._data.dtype):
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point or "
                            f"complex dtype. Got: {x.dtype} (pass dtype=ember.float32 to average integers)")
     return _apply(Mean, x, _axes(dim, x._data.ndim, "mean"), keepdim)
@@ -471,7 +471,7 @@ def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
     """ln Σ exp(input) over `dim` (required, as in PyTorch: an int or tuple), without overflow;
     integer inputs are promoted to the default float dtype."""
     x = _check(input, "logsumexp")
-    if x._data.dtype.kind != "f":
+    if not dt.is_float(x._data.dtype):
         x = x.to(dt.get_default_dtype())
     return _apply(LogSumExp, x, _axes(dim, x._data.ndim, "logsumexp"), keepdim)
 

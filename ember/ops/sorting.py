@@ -18,6 +18,7 @@ from ..autograd.grad_mode import MODE
 from . import reduce
 from .reduce import KeepDims, TakeAt, _apply, _check, _nonempty, _result_type, gather_scatter, return_types
 from .registry import Exports
+from .. import _dtype as dt
 
 __all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode"]
 
@@ -105,7 +106,7 @@ class Indices(Op):
             return _mode_index(a, axis)
         xp = array_module(a)
         if rule in ("median", "nanmedian") and hasattr(xp, "argpartition") and not (
-                a.dtype.kind == "f" and bool(xp.isnan(a).any())):
+                dt.is_float(a.dtype) and bool(xp.isnan(a).any())):
             # no NaN: the lower median is the ((n-1)//2)-th smallest, which a partition finds in O(n) (which one
             # of several equal values it picks is the partition's choice, as it is PyTorch's)
             k = (a.shape[axis] - 1) // 2
@@ -114,7 +115,7 @@ class Indices(Op):
         xp = array_module(a)
         if rule == "kth":
             pos = xp.full(o.shape[:axis] + (1,) + o.shape[axis + 1:], arg - 1, _INT64)
-        elif a.dtype.kind != "f":
+        elif not dt.is_float(a.dtype):
             pos = xp.full(o.shape[:axis] + (1,) + o.shape[axis + 1:], (a.shape[axis] - 1) // 2, _INT64)
         else:
             pos = _median_pos(a, axis, rule == "nanmedian")
@@ -144,9 +145,9 @@ class MedianAll(Op):
     def forward(self, x, ignore_nan):
         flat = x.reshape(-1)
         if flat.size == 0:
-            return np.asarray(np.nan if x.dtype.kind == "f" else np.iinfo(x.dtype).min, x.dtype)  # (as PyTorch)
+            return np.asarray(np.nan if dt.is_float(x.dtype) else np.iinfo(x.dtype).min, x.dtype)  # (as PyTorch)
         o = _order(flat, 0, False)
-        pos = int(_median_pos(flat, 0, ignore_nan)[0]) if x.dtype.kind == "f" else (flat.size - 1) // 2
+        pos = int(_median_pos(flat, 0, ignore_nan)[0]) if dt.is_float(x.dtype) else (flat.size - 1) // 2
         return flat[o[pos]]
 
     def backward(self, gz, x, ignore_nan):

@@ -24,7 +24,7 @@ _new = object.__new__
 
 def _float(x: Tensor) -> Tensor:
     """Integer and bool inputs of float functions are promoted to the default float dtype, as in PyTorch."""
-    return x if x._data.dtype.kind == "f" else x.to(dt.get_default_dtype())
+    return x if dt.is_float(x._data.dtype) else x.to(dt.get_default_dtype())
 
 
 def _check(x, op: str) -> Tensor:
@@ -331,22 +331,22 @@ class Sign(_Piecewise):
 
 class Floor(_Piecewise):
     def forward(self, x):
-        return np.floor(x) if x.dtype.kind == "f" else _copy_non_float(x, "floor")
+        return np.floor(x) if dt.is_float(x.dtype) else _copy_non_float(x, "floor")
 
 
 class Ceil(_Piecewise):
     def forward(self, x):
-        return np.ceil(x) if x.dtype.kind == "f" else _copy_non_float(x, "ceil")
+        return np.ceil(x) if dt.is_float(x.dtype) else _copy_non_float(x, "ceil")
 
 
 class Trunc(_Piecewise):
     def forward(self, x):
-        return np.trunc(x) if x.dtype.kind == "f" else _copy_non_float(x, "trunc")
+        return np.trunc(x) if dt.is_float(x.dtype) else _copy_non_float(x, "trunc")
 
 
 class Round(_Piecewise):
     def forward(self, x, decimals=0):
-        return backend.array_module(x).round(x, decimals) if x.dtype.kind == "f" else _copy_non_float(x, "round")
+        return backend.array_module(x).round(x, decimals) if dt.is_float(x.dtype) else _copy_non_float(x, "round")
 
 
 class Clamp(Op):
@@ -366,6 +366,7 @@ class Cast(Op):
     """z = x converted to another dtype;  dz/dx = gz converted back (no gradient for non-float results)."""
 
     saves_inputs = False
+    keeps_dtype = True  # (a 16-bit float input is converted as it is, not widened first: see `dispatch`)
 
     def forward(self, x, np_dtype):
         self.in_dtype = x.dtype
@@ -379,7 +380,7 @@ class Cast(Op):
 def _unary(cls, name: str, to_float: bool = True):
     def fn(input: Tensor) -> Tensor:
         x = _check(input, name)
-        if to_float and x._data.dtype.kind != "f":
+        if to_float and not dt.is_float(x._data.dtype):
             x = _float(x)
         return dispatch(_new(cls), (x,), (x._data,))
     fn.__name__ = fn.__qualname__ = name
@@ -424,7 +425,7 @@ def clamp(input: Tensor, min=None, max=None) -> Tensor:
         if max is not None:
             r = where(r > max, max, r)
         return r
-    if x._data.dtype.kind != "f" and (isinstance(min, float) or isinstance(max, float)):
+    if not dt.is_float(x._data.dtype) and (isinstance(min, float) or isinstance(max, float)):
         x = _float(x)
     return Clamp.apply(x, min, max)
 
@@ -445,7 +446,7 @@ def to_dtype(x: Tensor, dtype) -> Tensor:
     d = dt.np_dtype(dtype)
     if x._data.dtype == d:
         return x
-    if d.kind != "f":
+    if not dt.is_float(d):
         return _astype(x, d)
     return Cast.apply(x, d)
 
@@ -463,7 +464,7 @@ def logical_not(input: Tensor) -> Tensor:
 
 @traced
 def bitwise_not(input: Tensor) -> Tensor:
-    if input._data.dtype.kind == "f":
+    if dt.is_float(input._data.dtype):
         raise TypeError(f"bitwise_not(): the ~ operator needs a bool or integer tensor, got {input.dtype}; "
                         f"for a float mask compare first (e.g. ~(x > 0))")
     return make(np.invert(input._data))

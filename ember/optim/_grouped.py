@@ -29,6 +29,7 @@ import numpy as np
 
 from .._tensor import bump_version, make
 from ..backend import array_module, device_of, on
+from .. import _dtype as dt
 
 __all__ = ["GROUP_MAX", "Layout"]
 
@@ -93,7 +94,7 @@ class Layout:
         """A layout of `group`'s small parameters, initialising their state as `opt` would; None when there
         are fewer than two, when one of them has no gradient, or when their counters differ."""
         params = group["params"]
-        members = [p for p in params if p._data.size <= GROUP_MAX and p._data.dtype.kind == "f"]
+        members = [p for p in params if p._data.size <= GROUP_MAX and dt.is_float(p._data.dtype)]
         if members:  # those of the first one's array type (device) and dtype
             first = members[0]._data
             kind, dtype, dev = type(first), first.dtype, device_of(first)

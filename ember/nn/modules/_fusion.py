@@ -16,6 +16,7 @@ from ...ops.nn_fused import conv2d_relu_max_pool2d, pooled_size
 from .activation import ReLU
 from .conv import Conv2d
 from .pooling import MaxPool2d
+from ... import _dtype as dt
 
 ENABLED = True
 
@@ -59,7 +60,7 @@ def fused_conv_relu_pool(conv, second, third, x):
         return None
     p = _pool_window(pool)
     w = conv.weight
-    if p is None or x.ndim != 4 or x.shape[1] != conv.in_channels or x._data.dtype.kind != "f" \
+    if p is None or x.ndim != 4 or x.shape[1] != conv.in_channels or not dt.is_float(x._data.dtype) \
             or x._data.dtype != w._data.dtype or (conv.bias is not None and conv.bias._data.dtype != w._data.dtype):
         return None
     # output size of the convolution, to check that at least one pool window fits

@@ -402,7 +402,7 @@ class Module:
         def convert(t: Tensor) -> Tensor:
             if device is not None:
                 t = t.to(device)
-            if dtype is not None and t._data.dtype.kind == "f":
+            if dtype is not None and dt.is_float(t._data.dtype):
                 t = t.to(dtype)
             return t
         with no_grad():
