@@ -291,7 +291,7 @@ def dispatch(node: Node, inputs: tuple, arrays, attrs: dict | None = None) -> Te
     if MODE.lowp:  # a float16/bfloat16 dtype has been used: their ops compute in float32 (`_low_float`)
         low = _low_float(node, arrays)
         if low is not None:
-            arrays = tuple([a.astype(np.float32) if a.__class__ is _ndarray and a.dtype == low else a for a in arrays])
+            arrays = _widen(node, arrays, low)
     out = node.forward(*arrays, **attrs) if attrs else node.forward(*arrays)
     if out.__class__ is not _ndarray:
         if out.__class__ is tuple or out.__class__ is list:  # several outputs (split, an RNN layer)
@@ -338,6 +338,16 @@ def _low_float(node: Node, arrays) -> np.dtype | None:
             elif dt.is_float(d) and a.ndim:
                 return None
     return low
+
+
+def _widen(node: Node, arrays, low: np.dtype) -> tuple:
+    """The 16-bit float arrays as float32. A Python float operand of an arithmetic op is first rounded to the
+    16-bit dtype, as PyTorch's CPU kernels do (`rounds_scalars`: add, sub, pow, remainder, ...; not mul and div,
+    which take it at full precision); other ops' float arguments (eps, slopes) are attributes, kept exact."""
+    if getattr(node, "rounds_scalars", False):
+        return tuple([a.astype(np.float32) if a.__class__ is _ndarray and a.dtype == low
+                      else float(low.type(a)) if a.__class__ is float else a for a in arrays])
+    return tuple([a.astype(np.float32) if a.__class__ is _ndarray and a.dtype == low else a for a in arrays])
 
 
 def _round_to(o, low: np.dtype):

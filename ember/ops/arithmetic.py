@@ -75,6 +75,7 @@ class BinaryOp(Op):
 
     saves_inputs = False
     reduces_grads = True  # operands broadcast and are promoted: their gradients are reduced back (Op._reduce)
+    rounds_scalars = True  # 16-bit floats: a Python float operand is rounded to their dtype first (`dispatch`)
     # `forward(x, y)`: in most subclasses the NumPy ufunc itself (`forward = np.add`): a ufunc is not a
     # method, so `node.forward(x, y)` calls it directly, with no Python frame between the op and NumPy
 
@@ -179,6 +180,7 @@ class Mul(BinaryOp):
     """z = x * y;  dz/dx = y, dz/dy = x."""
 
     saves_inputs = True
+    rounds_scalars = False  # (16-bit floats: a Python number takes part unrounded, as in PyTorch's kernel)
 
     forward = np.multiply
 
@@ -206,6 +208,7 @@ class Div(BinaryOp):
     """z = x / y;  dz/dx = 1/y, dz/dy = -x/y²."""
 
     saves_inputs = True
+    rounds_scalars = False  # (16-bit floats: a Python number takes part unrounded, as in PyTorch's kernel)
 
     def forward(self, x, y):
         if getattr(x, "dtype", None) is not None and not dt.is_float(x.dtype) and (getattr(y, "dtype", None) is None or not dt.is_float(y.dtype)):

@@ -1,0 +1,155 @@
+"""The `torch` namespace's global names: legacy tensor types, type predicates, print options, the default
+device, thread pools, the deterministic-algorithms switch, `ember.backends` and the constants."""
+import math
+
+import numpy as np
+import pytest
+from helpers import requires_torch, torch
+
+import ember
+
+
+# ---------------------------------------------------------------------- legacy types
+def test_legacy_constructors_and_isinstance():
+    assert ember.FloatTensor(2, 3).shape == (2, 3) and ember.FloatTensor(2, 3).dtype is ember.float32
+    assert ember.LongTensor([1.7, 2.2]).tolist() == [1, 2]
+    assert ember.DoubleTensor().shape == (0,)
+    assert ember.ByteTensor(ember.Size([4])).dtype is ember.uint8
+    assert ember.HalfTensor([1.0]).dtype is ember.float16 and ember.BFloat16Tensor([1.0]).dtype is ember.bfloat16
+    assert isinstance(ember.ones(2), ember.FloatTensor) and not isinstance(ember.ones(2).double(), ember.FloatTensor)
+    assert isinstance(ember.tensor([True]), ember.BoolTensor) and isinstance(ember.arange(3), ember.LongTensor)
+    assert not isinstance([1.0], ember.FloatTensor)
+    x = ember.ones(2)
+    assert ember.FloatTensor(x) is x
+    with pytest.raises(TypeError, match="expected a tensor of dtype ember.float32"):
+        ember.FloatTensor(ember.tensor([1]))
+
+
+@requires_torch
+def test_type_strings_match_torch():
+    for name in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"):
+        assert ember.ones(1, dtype=getattr(ember, name)).type() == torch.ones(1, dtype=getattr(torch, name)).type()
+    x = ember.ones(2)
+    assert x.type("torch.LongTensor").dtype is ember.int64 and x.type(ember.IntTensor).dtype is ember.int32
+    assert x.type(ember.float16).dtype is ember.float16
+
+
+def test_tensor_new():
+    x = ember.ones(2, dtype=ember.float64)
+    assert x.new(2, 3).shape == (2, 3) and x.new(2, 3).dtype is ember.float64
+    assert x.new([1, 2]).dtype is ember.float64 and x.new().shape == (0,)
+    assert not x.new([1.0]).requires_grad
+
+
+def test_type_predicates_and_constants():
+    assert ember.is_tensor(ember.ones(1)) and ember.is_tensor(ember.nn.Parameter(ember.ones(1)))
+    assert not ember.is_tensor([1]) and not ember.is_storage(ember.ones(1))
+    assert ember.numel(ember.ones(2, 3)) == 6
+    with pytest.raises(TypeError, match="numel\\(\\): argument 'input' .* must be Tensor, not list"):
+        ember.numel([1])
+    assert (ember.pi, ember.e, ember.inf) == (math.pi, math.e, math.inf) and math.isnan(ember.nan)
+    assert ember.ones(3)[ember.newaxis].shape == (1, 3)
+
+
+# ---------------------------------------------------------------------- print options
+@requires_torch
+@pytest.mark.parametrize("opts", [dict(precision=2), dict(sci_mode=True), dict(sci_mode=False),
+                                  dict(threshold=5, edgeitems=2), dict(linewidth=30), dict(profile="short"),
+                                  dict(profile="full"), dict(precision=6, sci_mode=False)])
+def test_set_printoptions_matches_torch(opts):
+    rng = np.random.default_rng(0)
+    values = [rng.standard_normal(7) * 10, np.array([1e-5, 3.0, 250.0]), np.arange(12.0).reshape(3, 4) * 1.5,
+              rng.standard_normal((40, 40)), np.array([1.0, 2.0, 3.0])]
+    try:
+        ember.set_printoptions(**opts)
+        torch.set_printoptions(**opts)
+        for v in values:
+            want = repr(torch.tensor(v, dtype=torch.float32)).replace("torch.", "ember.")
+            assert repr(ember.tensor(v, dtype=ember.float32)) == want, opts
+    finally:
+        ember.set_printoptions(profile="default")
+        torch.set_printoptions(profile="default")
+
+
+def test_set_printoptions_errors_and_reset():
+    with pytest.raises(ValueError, match="profile must be one of"):
+        ember.set_printoptions(profile="long")
+    ember.set_printoptions(precision=1)
+    assert repr(ember.tensor([1.25])) == "tensor([1.2])"
+    ember.set_printoptions(profile="default")
+    assert repr(ember.tensor([1.25])) == "tensor([1.2500])"
+
+
+# ---------------------------------------------------------------------- default device
+def test_default_device():
+    assert ember.get_default_device() == ember.device("cpu")
+    try:
+        ember.set_default_device("cpu")
+        assert ember.zeros(2).device == ember.device("cpu")
+    finally:
+        ember.set_default_device(None)
+    with ember.device("cpu"):
+        assert ember.randn(2).device.type == "cpu"
+    assert ember.get_default_device() == ember.device("cpu")
+
+
+def test_default_device_cuda_without_a_gpu_says_so():
+    if ember.cuda.is_available():
+        pytest.skip("a GPU (or the CPU stand-in) is present")
+    try:
+        ember.set_default_device("cuda")
+        with pytest.raises(RuntimeError, match="CUDA"):
+            ember.zeros(2)
+    finally:
+        ember.set_default_device(None)
+
+
+# ---------------------------------------------------------------------- threads and determinism
+def test_threads_through_threadpoolctl():
+    pytest.importorskip("threadpoolctl")
+    before = ember.get_num_threads()
+    try:
+        ember.set_num_threads(1)
+        assert ember.get_num_threads() == 1
+    finally:
+        ember.set_num_threads(before)
+    assert ember.get_num_threads() == before
+    with pytest.raises(RuntimeError, match="positive integer"):
+        ember.set_num_threads(0)
+    assert ember.get_num_interop_threads() == 1
+    with pytest.warns(UserWarning, match="no inter-op thread pool"):
+        ember.set_num_interop_threads(4)
+
+
+def test_deterministic_switch():
+    assert not ember.are_deterministic_algorithms_enabled()
+    try:
+        ember.use_deterministic_algorithms(True, warn_only=True)
+        assert ember.are_deterministic_algorithms_enabled() and ember.is_deterministic_algorithms_warn_only_enabled()
+        assert ember.get_deterministic_debug_mode() == 1
+        ember.set_deterministic_debug_mode("error")
+        assert ember.get_deterministic_debug_mode() == 2
+        x = ember.zeros(3)  # CPU accumulation is deterministic: no error
+        x.index_add_(0, ember.tensor([0, 0]), ember.ones(2))
+        assert x.tolist() == [2.0, 0.0, 0.0]
+    finally:
+        ember.use_deterministic_algorithms(False)
+    with pytest.raises(TypeError, match="must be bool"):
+        ember.use_deterministic_algorithms(1)
+
+
+# ---------------------------------------------------------------------- backends
+def test_backends_switches():
+    import ember.backends.cudnn as cudnn
+    old = cudnn.benchmark
+    try:
+        ember.backends.cudnn.benchmark = True
+        ember.backends.cudnn.deterministic = True
+        assert cudnn.benchmark is True
+    finally:
+        cudnn.benchmark, cudnn.deterministic = old, False
+    assert not ember.backends.cudnn.is_available() and not ember.backends.mps.is_available()
+    ember.backends.cuda.matmul.allow_tf32 = True
+    ember.backends.cuda.matmul.allow_tf32 = False
+    assert ember.backends.cpu.get_cpu_capability() in ("AVX512", "AVX2", "SVE", "NEON", "VSX", "DEFAULT")
+    assert isinstance(ember.backends.openmp.is_available(), bool)
