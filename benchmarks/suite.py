@@ -12,6 +12,7 @@ ratios) judged against the targets of docs/performance.md, the CPU other process
 row (rows above _harness.OTHERS_LIMIT are flagged, loudly), the scaling tables, overhead and memory.
 
     python -m ember bench [--threads 2,1] [--only w1,w2,w3,w3i,lstm,transformer] [--repeats 7] [--no-torch]
+    python -m ember bench --only ops [--threads 2] [--filter NAME]   (per-op speed: benchmarks/ops.py)
                           [--no-compile] [--no-scaling] [--no-memory] [--no-overhead] [--quick [--compile]]
                           [--output FILE] [--json FILE]
 
@@ -525,6 +526,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    for i, v in enumerate(args):  # `--only ops`: the per-op tables (benchmarks/ops.py), a run of their own
+        if v == "--only=ops" or (v == "--only" and args[i + 1:i + 2] == ["ops"]):
+            from .ops import main as ops_main
+            return ops_main(args[:i] + args[i + (1 if "=" in v else 2):])
     ap = parser()
     a = ap.parse_args(argv)
     if a.worker is not None:  # a child: measure, print JSON
