@@ -32,6 +32,17 @@ from . import linalg, special, sparse  # noqa: E402  (namespaces over the ops)
 from . import backends  # noqa: E402
 from .serialization import save, load
 from . import nn, optim, utils  # noqa: E402  (after the ops: nn, optim and utils.data build on them)
+# the nn.functional ops PyTorch also exports as `torch.<name>` with the same positional arguments (those whose
+# torch-level form differs, e.g. torch.embedding(weight, input) or losses taking reduction as an int, are not)
+for _name in ("adaptive_avg_pool1d", "adaptive_max_pool1d", "alpha_dropout", "avg_pool1d", "bilinear", "celu", "celu_",
+              "channel_shuffle", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+              "conv_transpose3d", "cosine_similarity", "dropout", "feature_alpha_dropout", "group_norm", "hardshrink",
+              "layer_norm", "max_pool1d", "max_pool1d_with_indices", "max_pool2d", "max_pool3d", "pairwise_distance",
+              "pdist", "pixel_shuffle", "pixel_unshuffle", "prelu", "relu_", "rms_norm", "rrelu", "rrelu_", "selu",
+              "selu_", "threshold", "threshold_"):
+    if _name not in globals() and hasattr(nn.functional, _name):
+        globals()[_name] = getattr(nn.functional, _name)
+del _name
 from . import compiler, _dynamo  # noqa: E402  (after nn: compiled modules are Modules)
 from .compiler import compile  # noqa: E402,A004  (ember.compile, as torch.compile)
 from ._lazy import lazy  # noqa: E402  (lazy evaluation: `with ember.lazy():`, or EMBER_LAZY=1)
@@ -41,6 +52,16 @@ from ._lazy import lazy  # noqa: E402  (lazy evaluation: `with ember.lazy():`, o
 _warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"ember(\.|$)")
 
 __version__ = "0.1.0"
+
+from . import _coverage  # noqa: E402
+
+
+def __getattr__(name: str):
+    """A PyTorch name ember lacks: an AttributeError saying why, and where the coverage is listed."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise _coverage.missing("ember", name)
+
 
 import os as _os  # noqa: E402
 if _os.environ.get("EMBER_LAZY", "0") not in ("", "0"):

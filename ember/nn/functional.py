@@ -14,3 +14,11 @@ from ..ops.nn_norm import *  # noqa: F401,F403
 from ..ops.nn_pad import *  # noqa: F401,F403
 from ..ops.nn_pool import *  # noqa: F401,F403
 from ..ops.nn_spatial import *  # noqa: F401,F403
+
+
+def __getattr__(name: str):
+    """A PyTorch name ember lacks: an AttributeError saying why, and where the coverage is listed."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    from .._coverage import missing
+    raise missing("nn.functional", name)
