@@ -41,7 +41,7 @@ _add("ember", "float8_e4m3fn float8_e5m2 float8_e4m3fnuz float8_e5m2fnuz float8_
 _add("ember", "func vmap autocast amp", _NOT_YET)
 _add("ember", "mps xpu mtia accelerator", _CUDA_ONLY.replace("CUDA/accelerator", "non-CUDA accelerator"))
 _add("ember", "hub", "torch.hub (downloading models from GitHub) is not part of ember")
-_add("ember", "package library _C ops classes", "PyTorch's C++ extension and operator-registration machinery has "
+_add("ember", "package library _C classes", "PyTorch's C++ extension and operator-registration machinery has "
      "no counterpart in ember (ops are Python classes: ember/ops/)")
 _add("ember", "nested masked", "nested (ragged) and masked tensors are not part of ember")
 _add("ember", "profiler", "torch.profiler is not part of ember: use py-spy or pyinstrument (docs/performance.md)")
