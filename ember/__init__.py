@@ -17,16 +17,22 @@ from ._creation import (Generator, arange, as_tensor, bernoulli, default_generat
                         multinomial, normal, ones, ones_like, rand, rand_like, randint, randint_like, randn,
                         randn_like, randperm, seed, set_rng_state, tensor, zeros, zeros_like)
 globals().update(_ops.FUNCTIONS)  # every op family's declared functions (ember/ops/registry.py)
-from ._runtime import (are_deterministic_algorithms_enabled, can_cast, e, finfo, get_deterministic_debug_mode,  # noqa: E402
-                       get_num_interop_threads, get_num_threads, iinfo, inf, is_deterministic_algorithms_warn_only_enabled,
-                       is_storage, is_tensor, nan, newaxis, numel, pi, promote_types, result_type,
-                       set_deterministic_debug_mode, set_num_interop_threads, set_num_threads,
+from ._runtime import (are_deterministic_algorithms_enabled, can_cast, detach, e, finfo,  # noqa: E402
+                       get_deterministic_debug_mode, get_float32_matmul_precision, get_num_interop_threads,
+                       get_num_threads, iinfo, inf, is_anomaly_check_nan_enabled, is_anomaly_enabled,
+                       is_deterministic_algorithms_warn_only_enabled, is_storage, is_tensor, is_warn_always_enabled,
+                       nan, newaxis, numel, pi, promote_types, result_type, set_anomaly_enabled,
+                       set_deterministic_debug_mode, set_float32_matmul_precision, set_flush_denormal,
+                       set_num_interop_threads, set_num_threads, set_warn_always, typename,
                        use_deterministic_algorithms)
+from ._creation import (bartlett_window, binomial, blackman_window, hamming_window, hann_window,  # noqa: E402
+                        kaiser_window, poisson)
 from ._format import set_printoptions  # noqa: E402
 from ._legacy import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402
                       HalfTensor, IntTensor, LongTensor, ShortTensor)
 from ._legacy import new as _new  # noqa: E402
 Tensor.new = _new
+Tensor.bernoulli, Tensor.multinomial = bernoulli, multinomial  # (the factories' Tensor-method forms)
 from . import cuda, distributed, viz
 from . import linalg, special, sparse  # noqa: E402  (namespaces over the ops)
 from . import backends  # noqa: E402

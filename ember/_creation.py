@@ -520,3 +520,87 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None) -> Tensor:
     with backend.on(dev):
         z = generator_for(dev, generator, "normal").standard_normal(shape)
         return make((z * s + m).astype(d))
+
+
+# ---------------------------------------------------------------------- counts drawn from a rate
+def _host_counts(op: str, draw, *tensors: Tensor, generator=None) -> Tensor:
+    """Integer-valued samples drawn on the host by NumPy's generator (`draw(np_generator, *host arrays)`) and
+    returned in the first tensor's dtype and device (CuPy's generators have no Poisson or binomial sampler)."""
+    hosts = [backend.to_host(t._data).astype(np.float64) for t in tensors]
+    g = numpy_generator(generator if generator is not None and generator.device.type == "cpu" else None)
+    out = draw(g, *hosts).astype(tensors[0]._data.dtype)
+    return make(backend.transfer(out, tensors[0].device))
+
+
+def poisson(input: Tensor, generator=None) -> Tensor:
+    """Samples of Poisson(rate) for each element of `input` (the rates, ≥ 0), in input's dtype."""
+    if not isinstance(input, Tensor) or not dt.is_float(input._data.dtype):
+        raise TypeError(f"poisson(): input must be a floating-point tensor of rates, got {type(input).__name__}"
+                        + (f" of dtype {input.dtype}" if isinstance(input, Tensor) else ""))
+    if bool((input._data < 0).any()) or bool(backend.array_module(input._data).isnan(input._data).any()):
+        raise RuntimeError("poisson(): invalid Poisson rate, expected rate to be non-negative")
+    return _host_counts("poisson", lambda g, lam: g.poisson(lam), input, generator=generator)
+
+
+def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
+    """Samples of Binomial(count, prob), elementwise (broadcast), in count's dtype."""
+    for name, t in (("count", count), ("prob", prob)):
+        if not isinstance(t, Tensor) or not dt.is_float(t._data.dtype):
+            raise TypeError(f"binomial(): argument '{name}' must be a floating-point tensor")
+    if bool(((prob._data < 0) | (prob._data > 1)).any()):
+        raise RuntimeError("binomial(): prob must be in [0, 1]")
+    return _host_counts("binomial", lambda g, n, p: g.binomial(np.broadcast_to(n, np.broadcast_shapes(n.shape, p.shape))
+                                                                .astype(np.int64), p), count, prob,
+                        generator=generator)
+
+
+# ---------------------------------------------------------------------- window functions (as torch.*_window)
+def _window(name: str, window_length: int, periodic: bool, dtype, device, requires_grad: bool, fn) -> Tensor:
+    """`fn(n, N)` on n = 0..N-1 for the symmetric window of N points; a periodic window of length L is the
+    symmetric window of L + 1 points without its last (what spectral analysis wants: it tiles)."""
+    if isinstance(window_length, bool) or not isinstance(window_length, int) or window_length < 0:
+        raise RuntimeError(f"{name}(): window_length must be a non-negative int, got {window_length!r}")
+    d = _fdtype(dtype)
+    if not dt.is_float(d):
+        raise RuntimeError(f"{name}(): expects floating point dtypes, got: {dt.FROM_NP[d]}")
+    if window_length <= 1:
+        arr = np.ones(window_length, np.float64)
+    else:
+        big = window_length + 1 if periodic else window_length
+        arr = fn(np.arange(big, dtype=np.float64), big)[:window_length]
+    return _finish(_place(arr.astype(d), device), requires_grad, name)
+
+
+def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device=None,
+                requires_grad: bool = False) -> Tensor:
+    """w[n] = ½ − ½·cos(2πn/(N−1))."""
+    return _window("hann_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda n, N: 0.5 - 0.5 * np.cos(2 * np.pi * n / (N - 1)))
+
+
+def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.54, beta: float = 0.46, *,
+                   dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """w[n] = α − β·cos(2πn/(N−1))."""
+    return _window("hamming_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda n, N: alpha - beta * np.cos(2 * np.pi * n / (N - 1)))
+
+
+def blackman_window(window_length: int, periodic: bool = True, *, dtype=None, device=None,
+                    requires_grad: bool = False) -> Tensor:
+    """w[n] = 0.42 − 0.5·cos(2πn/(N−1)) + 0.08·cos(4πn/(N−1))."""
+    return _window("blackman_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda n, N: 0.42 - 0.5 * np.cos(2 * np.pi * n / (N - 1)) + 0.08 * np.cos(4 * np.pi * n / (N - 1)))
+
+
+def bartlett_window(window_length: int, periodic: bool = True, *, dtype=None, device=None,
+                    requires_grad: bool = False) -> Tensor:
+    """w[n] = 1 − |2n/(N−1) − 1| (a triangle)."""
+    return _window("bartlett_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda n, N: 1 - np.abs(2 * n / (N - 1) - 1))
+
+
+def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0, *, dtype=None, device=None,
+                  requires_grad: bool = False) -> Tensor:
+    """w[n] = I₀(β·√(1 − (2n/(N−1) − 1)²)) / I₀(β)."""
+    return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda n, N: np.i0(beta * np.sqrt(np.clip(1 - (2 * n / (N - 1) - 1) ** 2, 0, None))) / np.i0(beta))

@@ -217,6 +217,71 @@ def check_deterministic(op: str) -> None:
             raise RuntimeError(msg)
 
 
+# ---------------------------------------------------------------------- other global switches
+_MATMUL_PRECISION = ["highest"]
+_WARN_ALWAYS = [False]
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """PyTorch's switch that lets float32 matmuls use TF32 or bfloat16 on hardware that has them ("high",
+    "medium"). ember's CPU matmuls are NumPy's BLAS in float32 and its CUDA ones CuPy's at CuPy's defaults, so
+    every setting computes as "highest"; the setting is kept, as PyTorch keeps it on a CPU, and read back."""
+    if precision not in ("highest", "high", "medium"):
+        raise RuntimeError(f"set_float32_matmul_precision(): invalid precision {precision!r}; expected 'highest', "
+                           f"'high' or 'medium'")
+    _MATMUL_PRECISION[0] = precision
+
+
+def get_float32_matmul_precision() -> str:
+    return _MATMUL_PRECISION[0]
+
+
+def set_flush_denormal(mode: builtins.bool) -> builtins.bool:
+    """Returns False: ember cannot switch the CPU's flush-to-zero mode (NumPy does not expose it), which is
+    PyTorch's answer on a CPU that does not support it."""
+    return False
+
+
+def set_warn_always(b: builtins.bool) -> None:
+    """PyTorch's switch to repeat its warn-once warnings; ember's warn-once messages then warn every time."""
+    _WARN_ALWAYS[0] = builtins.bool(b)
+
+
+def is_warn_always_enabled() -> builtins.bool:
+    return _WARN_ALWAYS[0]
+
+
+def typename(obj) -> str:
+    """The type of obj as a string: PyTorch's legacy name for a tensor ('torch.FloatTensor'), else the
+    qualified class name."""
+    if isinstance(obj, Tensor):
+        return obj.type()
+    t = obj if isinstance(obj, type) else type(obj)
+    mod = t.__module__
+    return t.__qualname__ if mod in ("builtins", None) else f"{mod}.{t.__qualname__}"
+
+
+def set_anomaly_enabled(enabled: builtins.bool, check_nan: builtins.bool = True) -> None:
+    """Turn anomaly detection (`ember.autograd.detect_anomaly`) on or off for the rest of the program."""
+    from .autograd.grad_mode import MODE
+    MODE.anomaly = builtins.bool(enabled) and builtins.bool(check_nan)
+
+
+def is_anomaly_enabled() -> builtins.bool:
+    from .autograd.grad_mode import MODE
+    return builtins.bool(MODE.anomaly)
+
+
+is_anomaly_check_nan_enabled = is_anomaly_enabled
+
+
+def detach(input: Tensor) -> Tensor:
+    """`input.detach()`: a tensor sharing input's data, outside the graph."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"detach(): argument 'input' (position 1) must be Tensor, not {type_name(input)}")
+    return input.detach()
+
+
 # the constants `torch` exports
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 newaxis = None

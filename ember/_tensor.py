@@ -98,6 +98,12 @@ class Tensor:
     def element_size(self) -> int:
         return self._data.itemsize
 
+    def data_ptr(self) -> int:
+        """The address of the first element (host or device memory): two tensors share memory where their
+        ranges overlap, and a view's address lies inside its base's."""
+        a = self._data
+        return a.ctypes.data if isinstance(a, np.ndarray) else a.data.ptr
+
     @property
     def dtype(self) -> dt.dtype:
         return dt.FROM_NP[self._data.dtype]

@@ -153,3 +153,73 @@ def test_backends_switches():
     ember.backends.cuda.matmul.allow_tf32 = False
     assert ember.backends.cpu.get_cpu_capability() in ("AVX512", "AVX2", "SVE", "NEON", "VSX", "DEFAULT")
     assert isinstance(ember.backends.openmp.is_available(), bool)
+
+
+# ---------------------------------------------------------------------- factories and random draws
+@requires_torch
+@pytest.mark.parametrize("name, kw", [("hann_window", {}), ("hann_window", {"periodic": False}),
+                                      ("hamming_window", {}),
+                                      ("hamming_window", {"periodic": True, "alpha": 0.5, "beta": 0.5}),
+                                      ("blackman_window", {}), ("bartlett_window", {"periodic": False}),
+                                      ("kaiser_window", {}), ("kaiser_window", {"beta": 5.0, "periodic": False})])
+@pytest.mark.parametrize("n", [0, 1, 2, 7])
+def test_windows_match_torch(name, kw, n):
+    got = getattr(ember, name)(n, **kw)
+    want = getattr(torch, name)(n, **kw)
+    assert got.dtype is ember.float32 and got.shape == tuple(want.shape)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6)
+    assert getattr(ember, name)(5, dtype=ember.float64).dtype is ember.float64
+
+
+def test_window_errors():
+    with pytest.raises(RuntimeError, match="hann_window\\(\\): expects floating point dtypes"):
+        ember.hann_window(4, dtype=ember.int64)
+    with pytest.raises(RuntimeError, match="window_length must be a non-negative int"):
+        ember.hann_window(-1)
+
+
+def test_random_fills_have_their_distributions():
+    ember.manual_seed(0)
+    x = ember.empty(200_000)
+    assert abs(float(x.cauchy_(1.0, 2.0).median()) - 1.0) < 0.05
+    lg = x.log_normal_(1.0, 0.5).log()
+    assert abs(float(lg.mean()) - 1.0) < 0.01 and abs(float(lg.std()) - 0.5) < 0.01
+    g = x.geometric_(0.25)
+    assert float(g.min()) == 1.0 and abs(float(g.mean()) - 4.0) < 0.05 and bool((g == g.round()).all())
+    assert ember.empty(3, dtype=ember.int64).geometric_(0.5).dtype is ember.int64
+    with pytest.raises(RuntimeError, match="geometric_ expects p to be in \\(0, 1\\), but got p=1.5"):
+        x.geometric_(1.5)
+    with pytest.raises(RuntimeError, match="cauchy_ expects sigma > 0.0"):
+        x.cauchy_(0, -1)
+    with pytest.raises(RuntimeError, match="log_normal_ expects std > 0.0"):
+        x.log_normal_(1, 0)
+
+
+def test_poisson_binomial_bernoulli_multinomial():
+    ember.manual_seed(0)
+    rate = ember.full((100_000,), 3.0)
+    p = ember.poisson(rate)
+    assert p.dtype is ember.float32 and abs(float(p.mean()) - 3.0) < 0.03 and bool((p == p.round()).all())
+    b = ember.binomial(ember.full((100_000,), 10.0), ember.tensor(0.3))
+    assert abs(float(b.mean()) - 3.0) < 0.03 and float(b.max()) <= 10
+    with pytest.raises(RuntimeError, match="invalid Poisson rate"):
+        ember.poisson(ember.tensor([-1.0]))
+    assert ember.full((4,), 0.5).bernoulli().shape == (4,)
+    assert ember.ones(2, 5).multinomial(3).shape == (2, 3)
+
+
+def test_runtime_switches_and_typename():
+    assert ember.get_float32_matmul_precision() == "highest"
+    try:
+        ember.set_float32_matmul_precision("high")
+        assert ember.get_float32_matmul_precision() == "high"
+    finally:
+        ember.set_float32_matmul_precision("highest")
+    with pytest.raises(RuntimeError, match="invalid precision"):
+        ember.set_float32_matmul_precision("low")
+    assert ember.set_flush_denormal(True) is False
+    assert ember.typename(ember.ones(1)) == "torch.FloatTensor" and ember.typename(3) == "int"
+    assert ember.typename(ember.nn.Linear(1, 1)) == "ember.nn.modules.linear.Linear"
+    x = ember.arange(10.0)
+    assert x[3:].data_ptr() - x.data_ptr() == 3 * x.element_size()
+    assert not ember.detach(ember.ones(1, requires_grad=True)).requires_grad

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from .._tensor import Tensor
 from . import arithmetic, unary, reduce, shape, indexing, linalg, convert, inplace, nn_activation, sorting, counting
-from . import linalg_ext, elementwise_ext, indexing_ext, sparse_ops
+from . import linalg_ext, elementwise_ext, indexing_ext, sparse_ops, statistics
 from .convert import as_tensor_like, numpy_ufunc  # noqa: F401
 from .inplace import unary_in_place
 
 # the modules whose declarations are bound, in order (a later module's binding of a name wins)
 FAMILIES = (arithmetic, unary, reduce, shape, indexing, linalg, convert, inplace, nn_activation, sorting, counting,
-            linalg_ext, elementwise_ext, indexing_ext, sparse_ops)
+            linalg_ext, elementwise_ext, indexing_ext, sparse_ops, statistics)
 
 FUNCTIONS: dict = {}
 

@@ -393,6 +393,31 @@ def _exponential(rng, shape, d, lambd=1.0):
     return np.log1p(-rng.random(shape, d)) * (-1.0 / lambd)
 
 
+def _draw_dtype(d):
+    return np.float32 if d == np.float32 else np.float64  # (the generators draw these two; others are cast after)
+
+
+def _cauchy(rng, shape, d, median=0.0, sigma=1.0):
+    """median + sigma·tan(π(u - ½)): the Cauchy distribution's inverse CDF at a uniform u."""
+    if not sigma > 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+    return np.tan(np.pi * (rng.random(shape, _draw_dtype(d)) - 0.5)) * sigma + median
+
+
+def _log_normal(rng, shape, d, mean=1.0, std=2.0):
+    """exp(N(mean, std²)): the log of the result is normal with that mean and std."""
+    if not std > 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    return np.exp(rng.standard_normal(shape, _draw_dtype(d)) * std + mean)
+
+
+def _geometric(rng, shape, d, p):
+    """The number of Bernoulli(p) trials up to the first success (1, 2, ...): ⌊ln(1-u)/ln(1-p)⌋ + 1."""
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    return np.floor(np.log1p(-rng.random(shape, np.float64)) / np.log1p(-p)) + 1
+
+
 def _random_ints(rng, shape, d, low=0, high=None):
     if high is None:  # random_(to) draws from [0, to); random_() from [0, 2^mantissa] for floats
         low, high = 0, low if low else (2 ** (np.finfo(d).nmant + 1) if dt.is_float(d) else np.iinfo(d).max)
@@ -445,4 +470,7 @@ EXPORTS = Exports(
         "bernoulli_": _random_("bernoulli_", _bernoulli, floats_only=False),
         "exponential_": _random_("exponential_", _exponential),
         "random_": _random_("random_", _random_ints, floats_only=False),
+        "cauchy_": _random_("cauchy_", _cauchy),
+        "log_normal_": _random_("log_normal_", _log_normal),
+        "geometric_": _random_("geometric_", _geometric, floats_only=False),
     })
