@@ -75,6 +75,12 @@ def _calls_for(fn) -> int:
     return int(min(50, max(1, 0.02 / max(t, 1e-7))))
 
 
+def _to_torch(torch, v: np.ndarray):
+    if v.dtype.name == "bfloat16":  # (torch.from_numpy does not take ml_dtypes' bfloat16: exact through float32)
+        return torch.from_numpy(v.astype(np.float32)).bfloat16()
+    return torch.from_numpy(v.copy())
+
+
 def measure(case: Case, repeats: int, torch=None) -> dict:
     """Median times (seconds) of ember's, NumPy's and PyTorch's forward, and ember's backward, interleaved."""
     import ember
@@ -84,10 +90,12 @@ def measure(case: Case, repeats: int, torch=None) -> dict:
     if case.numpy is not None:
         fns["numpy"] = lambda: case.numpy[1](arrays)
     if torch is not None and case.torch is not None:
-        t_in = {k: torch.from_numpy(v.copy()) for k, v in arrays.items()}
+        t_in = {k: _to_torch(torch, v) for k, v in arrays.items()}
         fns["torch"] = lambda: case.torch(torch, t_in)
     if case.grad:
-        g_in = {k: ember.from_numpy(v.copy()).requires_grad_(v.dtype.kind == "f") for k, v in arrays.items()}
+        g_in = {k: ember.from_numpy(v.copy()) for k, v in arrays.items()}
+        for t in g_in.values():
+            t.requires_grad_(t.is_floating_point())
         out = _first(case.ember(ember, g_in))
         cot = ember.from_numpy(np.random.default_rng(1).standard_normal(out.shape).astype(out._data.dtype))
 
