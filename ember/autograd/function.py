@@ -184,7 +184,7 @@ class Op(Node):
         not recorded), else `backward`."""
         inputs = self.inputs
         fn = self.backward if (self.fast_backward is None or MODE.grad) else self.fast_backward
-        if MODE.lowp and fn is not self.backward and g._data.dtype in dt.LOW_FLOATS:
+        if MODE.lowp and fn is not self.backward and g.__class__ in TENSOR_TYPES and g._data.dtype in dt.LOW_FLOATS:
             fn = self.backward  # its ops compute 16-bit floats in float32 (`dispatch`); fast_backward's arrays would not
         if inputs is not None:
             if inputs is FREED or self.versions is not None or self.out_version is not None:
