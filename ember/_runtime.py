@@ -137,14 +137,14 @@ def set_num_threads(n: builtins.int) -> None:
     if tp is None:
         raise RuntimeError("ember.set_num_threads needs the threadpoolctl package to reach NumPy's BLAS and OpenMP "
                            "thread pools: pip install threadpoolctl (or set OMP_NUM_THREADS before starting Python)")
-    _LIMITS = tp.threadpool_limits(limits=n)
-    try:
+    try:  # numba first: setting its threads may load its threading layer (an OpenMP runtime) for the limit below
         import sys
         numba = sys.modules.get("numba")
         if numba is not None:
             numba.set_num_threads(builtins.min(n, numba.config.NUMBA_NUM_THREADS))
     except Exception:  # noqa: BLE001 - numba's pool may be unavailable (no threading layer): BLAS is limited anyway
         pass
+    _LIMITS = tp.threadpool_limits(limits=n)
 
 
 def get_num_interop_threads() -> builtins.int:
