@@ -182,3 +182,20 @@ def test_promotion_functions_match_torch():
              (2, 3.0, 2, 3.0)]
     for ea, eb, ta, tb in pairs:
         assert ember.result_type(ea, eb).name == str(torch.result_type(ta, tb))[6:]
+
+
+@pytest.mark.parametrize("dtn", LOW)
+def test_compiled_programs_round_as_eager(dtn):
+    """A captured program with 16-bit values replays through dispatch: the same values and dtypes as eager."""
+    d = getattr(ember, dtn)
+    ember.manual_seed(0)
+    x, w = ember.randn(4, 5).to(d), ember.randn(5, 3).to(d)
+
+    def fn(x, w):
+        return (ember.tanh(x @ w) * 0.1 + 0.3).sum(1)
+
+    f = ember.compile(fn)
+    f(x, w)
+    got = f(x, w)
+    assert f.stats["replays"] == 1 and got.dtype is d
+    np.testing.assert_array_equal(got.float().numpy(), fn(x, w).float().numpy())

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._dtype import LOW_FLOATS
 from .._tensor import make
 from ..autograd import function as _function
 from ..autograd.engine import _Run
@@ -115,6 +116,9 @@ class Program:
         needs_graph = trace.recorded or any(i.kind == "backward" for i in trace.instrs)
         self.static_why = _static_refusal(trace, self.instrs) if needs_graph else None
         self.form = "flat" if not needs_graph else "static" if static and self.static_why is None else "graph"
+        if any(v[2] in LOW_FLOATS for v in trace.values):
+            # float16/bfloat16 compute in float32 and round once, in `dispatch`: every op goes through it
+            self.form, self.static_why = "graph", "a float16 or bfloat16 value (its ops run through dispatch)"
         self.graph = self.form == "graph"
         # static form: values a recorded op keeps for its backward live until the backward ran
         self._saved = {r[1] for i in self.instrs if i.kind == "op" and i.needs is not None and i.fn.saves_inputs
