@@ -269,3 +269,9 @@ def test_erf_numpy_fallback_matches_math_erf():
     assert _erf_numpy(x32).dtype == erf_array(x32).dtype == np.float32
     np.testing.assert_allclose(_erf_numpy(x32), erf_array(x32), rtol=1e-6, atol=1e-7)
     assert np.isnan(_erf_numpy(np.array([np.nan])))[0] and np.isnan(erf_array(np.array([np.nan])))[0]
+
+
+def test_predicates_of_a_0d_tensor_are_0d_tensors():
+    x = ember.tensor(float("nan"))
+    assert ember.isnan(x).item() is True and ember.isinf(x).item() is False and ember.isfinite(x).item() is False
+    assert ember.logical_not(x).shape == () and ember.bitwise_not(ember.tensor(3)).item() == -4

@@ -9,6 +9,7 @@ from ..ops.nn_fold import *  # noqa: F401,F403
 from ..ops.nn_interpolate import *  # noqa: F401,F403
 from ..ops.nn_loss import *  # noqa: F401,F403
 from ..ops.nn_misc import *  # noqa: F401,F403
+from ..ops.linalg_ext import pdist  # noqa: F401  (torch.nn.functional.pdist is torch.pdist)
 from ..ops.nn_more import *  # noqa: F401,F403
 from ..ops.nn_norm import *  # noqa: F401,F403
 from ..ops.nn_pad import *  # noqa: F401,F403

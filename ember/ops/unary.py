@@ -376,6 +376,11 @@ class Cast(Op):
         return gz.to(dt.FROM_NP[self.in_dtype])
 
 
+def _as_array(r):
+    """A ufunc's result as an array: NumPy gives a scalar for a 0-d input (CuPy an array)."""
+    return np.asarray(r) if isinstance(r, np.generic) else r
+
+
 # ---------------------------------------------------------------------- public functions
 def _unary(cls, name: str, to_float: bool = True):
     def fn(input: Tensor) -> Tensor:
@@ -459,7 +464,7 @@ def _astype(x: Tensor, d: np.dtype) -> Tensor:
 
 @traced
 def logical_not(input: Tensor) -> Tensor:
-    return make(np.logical_not(input._data))
+    return make(_as_array(np.logical_not(input._data)))
 
 
 @traced
@@ -467,22 +472,22 @@ def bitwise_not(input: Tensor) -> Tensor:
     if dt.is_float(input._data.dtype):
         raise TypeError(f"bitwise_not(): the ~ operator needs a bool or integer tensor, got {input.dtype}; "
                         f"for a float mask compare first (e.g. ~(x > 0))")
-    return make(np.invert(input._data))
+    return make(_as_array(np.invert(input._data)))
 
 
 @traced
 def isnan(input: Tensor) -> Tensor:
-    return make(np.isnan(input._data))
+    return make(_as_array(np.isnan(input._data)))
 
 
 @traced
 def isinf(input: Tensor) -> Tensor:
-    return make(np.isinf(input._data))
+    return make(_as_array(np.isinf(input._data)))
 
 
 @traced
 def isfinite(input: Tensor) -> Tensor:
-    return make(np.isfinite(input._data))
+    return make(_as_array(np.isfinite(input._data)))
 
 
 def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
