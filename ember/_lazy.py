@@ -166,9 +166,10 @@ class LazyNode:
         for a in inputs:
             if a.__class__ in TENSOR_TYPES:
                 d = a._data
-                if d.__class__ is Pending and d.value is None:
-                    ins.append(d)
+                if d.__class__ is Pending and d.value is None and d.primary is not None and d.primary() is a:
+                    ins.append(d)  # (the op's own result: found again through the stand-in, not kept alive here)
                     continue
+                # another holder of a pending value (a detached tensor) is kept as itself: it has its own graph place
                 b = a._base
                 versions.append((a, (b if b is not None else a)._vc))
             ins.append(a)

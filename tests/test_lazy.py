@@ -537,3 +537,12 @@ def test_a_write_that_did_not_compute_first_is_an_error_not_a_stale_value():
                 finally:
                     ember._capture.ACTIVE._depth -= 1
                 y.tolist()
+
+
+def test_a_detached_pending_value_stays_outside_the_graph():
+    """A deferred op reading a detached copy of a pending result takes the copy, not the result it came from."""
+    with ember.lazy():
+        for _ in range(3):  # (from the second pass on, the shapes are known and everything is deferred)
+            a = ember.tensor(np.ones((2, 2)), requires_grad=True)
+            (a.exp().detach() + 0 * a).sum().backward()
+            assert a.grad.tolist() == [[0.0, 0.0], [0.0, 0.0]]
