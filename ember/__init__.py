@@ -28,6 +28,7 @@ from ._runtime import (are_deterministic_algorithms_enabled, can_cast, detach, e
 from ._creation import (bartlett_window, binomial, blackman_window, hamming_window, hann_window,  # noqa: E402
                         kaiser_window, poisson)
 from ._format import set_printoptions  # noqa: E402
+from ._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format  # noqa: E402,E501
 from ._legacy import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402
                       HalfTensor, IntTensor, LongTensor, ShortTensor)
 from ._legacy import new as _new  # noqa: E402

@@ -119,8 +119,13 @@ class Tensor:
     def is_floating_point(self) -> bool:
         return dt.is_float(self._data.dtype)
 
-    def is_contiguous(self) -> bool:
-        return self._data.flags.c_contiguous
+    def is_contiguous(self, memory_format=None) -> bool:
+        """Whether the array is laid out in memory_format: C-contiguous by default, or ember.channels_last
+        (N, H, W, C in memory) or channels_last_3d."""
+        if memory_format is None:
+            return self._data.flags.c_contiguous
+        from . import _memory_format as MF
+        return MF.is_in(self._data, MF.check(memory_format, "is_contiguous"))
 
     @property
     def grad_fn(self):

@@ -12,16 +12,17 @@ from ..backend import on_device_of
 from ..autograd.function import Op
 from . import arithmetic as A
 from . import unary as U
+from .. import _memory_format as MF
 from .registry import Exports
 
 
 class Clone(Op):
-    """z = a copy of x;  dz/dx = 1."""
+    """z = a copy of x (laid out in a memory format: ember/_memory_format.py);  dz/dx = 1."""
 
     saves_inputs = False
 
-    def forward(self, x):
-        return x.copy()
+    def forward(self, x, fmt=None):
+        return x.copy() if fmt is None else MF.lay_out(x, fmt, "clone")
 
     def backward(self, gz):
         return gz
@@ -41,7 +42,10 @@ class ToDevice(Op):
 
 
 def clone(input: Tensor, *, memory_format=None) -> Tensor:
-    return Clone.apply(input)
+    """A copy of input, differentiable; memory_format (default preserve_format) sets the copy's layout."""
+    fmt = MF.check(memory_format, "clone")
+    return Clone.apply(input) if fmt is MF.preserve_format and input._data.flags.c_contiguous else \
+        Clone.apply(input, fmt)
 
 
 def to(self: Tensor, *args, dtype=None, device=None, copy: bool = False, non_blocking: bool = False, memory_format=None) -> Tensor:
@@ -68,6 +72,10 @@ def to(self: Tensor, *args, dtype=None, device=None, copy: bool = False, non_blo
         t = U.to_dtype(t, dtype)
     if copy and t is self:
         t = clone(self)
+    if memory_format is not None and memory_format is not MF.preserve_format:
+        fmt = MF.check(memory_format, "to")
+        if not MF.is_in(t._data, fmt):
+            t = clone(t, memory_format=fmt)
     return t
 
 
@@ -147,13 +155,13 @@ def numpy_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
 def _as(dtype):
     """The Tensor method converting to `dtype` (`x.float()`, `x.long()`, ...)."""
     def method(self, memory_format=None):
-        return U.to_dtype(self, dtype)
+        return to(U.to_dtype(self, dtype), memory_format=memory_format)
     return method
 
 
 def _cuda(self, device=None, non_blocking=False, memory_format=None):
     return to(self, "cuda" if device is None else device if not isinstance(device, int) else f"cuda:{device}",
-              non_blocking=non_blocking)
+              non_blocking=non_blocking, memory_format=memory_format)
 
 
 def _new_like(fn):
@@ -172,7 +180,7 @@ EXPORTS = Exports(
         "float": _as(dt.float32), "double": _as(dt.float64), "half": _as(dt.float16), "bfloat16": _as(dt.bfloat16), "long": _as(dt.int64),
         "int": _as(dt.int32), "short": _as(dt.int16), "byte": _as(dt.uint8), "char": _as(dt.int8),
         "bool": _as(dt.bool),
-        "cpu": lambda self, memory_format=None: to(self, "cpu"),
+        "cpu": lambda self, memory_format=None: to(self, "cpu", memory_format=memory_format),
         "cuda": _cuda,
         "type_as": lambda self, other: to(self, other.dtype),
         "new_zeros": _new_like(C.zeros), "new_ones": _new_like(C.ones), "new_empty": _new_like(C.empty),

@@ -844,8 +844,13 @@ def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:
 
 
 def contiguous(self: Tensor, memory_format=None) -> Tensor:
-    """self when its array is C-contiguous, else a C-contiguous copy (gradient flows through unchanged)."""
-    return self if self._data.flags.c_contiguous else clone(self)
+    """self when its array is laid out in memory_format (default: C-contiguous), else a copy that is (gradient
+    flows through unchanged)."""
+    from .. import _memory_format as MF
+    fmt = MF.check(memory_format, "contiguous")
+    if fmt is MF.preserve_format:
+        raise RuntimeError("contiguous(): preserve memory format is unsupported by the contiguous operator")
+    return self if MF.is_in(self._data, fmt) else clone(self, memory_format=fmt)
 
 
 # ---------------------------------------------------------------------- the API this module adds (bound by ops/__init__.py)

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ... import _dtype as dt
+from ... import _memory_format as MF
 from ... import _capture
 from ..._tensor import RemovableHandle, Tensor, bump_version
 from ...autograd.function import Function
@@ -379,11 +380,13 @@ class Module:
         return self
 
     def to(self, *args, **kwargs) -> "Module":
-        """`to(dtype)`, `to(device)`, `to(device, dtype)`, `to(tensor)`: convert parameters and buffers in place.
-        A dtype applies only to floating-point tensors (integer buffers such as counters are kept)."""
+        """`to(dtype)`, `to(device)`, `to(device, dtype)`, `to(tensor)`, `to(memory_format=...)`: convert parameters
+        and buffers in place. A dtype applies only to floating-point tensors (integer buffers such as counters are
+        kept); a memory format only to 4-d (channels_last) or 5-d (channels_last_3d) ones."""
         from ...backend import device as Device
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
+        memory_format = kwargs.pop("memory_format", None)
         kwargs.pop("non_blocking", None)
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
@@ -404,6 +407,9 @@ class Module:
                 t = t.to(device)
             if dtype is not None and dt.is_float(t._data.dtype):
                 t = t.to(dtype)
+            if memory_format is not None and (memory_format is MF.contiguous_format or (t.ndim, memory_format) in (
+                    (4, MF.channels_last), (5, MF.channels_last_3d))):  # (as PyTorch: only the tensors of that rank)
+                t = t.to(memory_format=memory_format)
             return t
         with no_grad():
             return self._apply(convert)
@@ -486,6 +492,11 @@ class Module:
         missing: list = []
         unexpected: list = []
         errors: list = []
+        # ---- lazy modules (ember/nn/modules/lazy.py): their uninitialised parameters take the checkpoint's shapes
+        for prefix, m in self.named_modules():
+            if hasattr(type(m), "_lazy_load_hook"):
+                m._lazy_load_hook(state_dict, prefix + "." if prefix else "")
+        # ---- end lazy modules
         self._check_state_dict(state_dict, missing, unexpected, errors, assign)
         if strict:
             if unexpected:
