@@ -27,6 +27,7 @@ from ._runtime import (are_deterministic_algorithms_enabled, can_cast, detach, e
                        use_deterministic_algorithms)
 from ._creation import (bartlett_window, binomial, blackman_window, hamming_window, hann_window,  # noqa: E402
                         kaiser_window, poisson)
+from ._creation import range_ as range  # noqa: E402,A004  (torch.range: deprecated, end included)
 from ._format import set_printoptions  # noqa: E402
 from ._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format  # noqa: E402,E501
 from ._legacy import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402
@@ -36,7 +37,7 @@ Tensor.new = _new
 Tensor.bernoulli, Tensor.multinomial = bernoulli, multinomial  # (the factories' Tensor-method forms)
 from . import cuda, distributed, viz
 from . import linalg, special, sparse  # noqa: E402  (namespaces over the ops)
-from . import backends  # noqa: E402
+from . import backends, random, testing  # noqa: E402
 from .serialization import save, load
 from . import nn, optim, utils  # noqa: E402  (after the ops: nn, optim and utils.data build on them)
 # the nn.functional ops PyTorch also exports as `torch.<name>` with the same positional arguments (those whose

@@ -604,3 +604,23 @@ def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0,
     """w[n] = I₀(β·√(1 − (2n/(N−1) − 1)²)) / I₀(β)."""
     return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad,
                    lambda n, N: np.i0(beta * np.sqrt(np.clip(1 - (2 * n / (N - 1) - 1) ** 2, 0, None))) / np.i0(beta))
+
+
+def range_(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Deprecated in PyTorch (use `arange`): start, start + step, ..., up to and including `end`; the default
+    float dtype unless `dtype` is given, even for integer arguments."""
+    import warnings
+    warnings.warn("ember.range is deprecated, as torch.range is, because its behavior is inconsistent with "
+                  "Python's range builtin. Instead, use ember.arange, which produces values in [start, end).",
+                  UserWarning, stacklevel=2)
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise RuntimeError("range(): step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError(f"range(): upper bound and larger bound inconsistent with step sign (start={start}, "
+                           f"end={end}, step={step})")
+    n = int(math.floor((end - start) / step)) + 1
+    d = _fdtype(dtype)
+    arr = (np.arange(n, dtype=np.float64) * step + start).astype(d)
+    return _finish(_place(arr, device), requires_grad, "range")

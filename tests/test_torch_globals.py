@@ -223,3 +223,51 @@ def test_runtime_switches_and_typename():
     x = ember.arange(10.0)
     assert x[3:].data_ptr() - x.data_ptr() == 3 * x.element_size()
     assert not ember.detach(ember.ones(1, requires_grad=True)).requires_grad
+
+
+# ---------------------------------------------------------------------- range, ember.random, ember.testing
+@requires_torch
+@pytest.mark.parametrize("args, kw", [((1, 4), {}), ((1, 4, 0.5), {}), ((0, 1, 0.3), {}), ((1, 4), {"dtype": "int64"}),
+                                      ((5, 1, -2), {})])
+def test_range_matches_torch(args, kw):
+    with pytest.warns(UserWarning, match="deprecated"):
+        got = ember.range(*args, **{k: getattr(ember, v) for k, v in kw.items()})
+    with pytest.warns(UserWarning):
+        want = torch.range(*args, **{k: getattr(torch, v) for k, v in kw.items()})
+    assert got.tolist() == pytest.approx(want.tolist()) and str(got.dtype)[6:] == str(want.dtype)[6:]
+
+
+def test_fork_rng_restores_the_state():
+    ember.manual_seed(3)
+    with ember.random.fork_rng():
+        inside = ember.rand(3)
+    after = ember.rand(3)
+    assert ember.equal(inside, after)
+    assert ember.random.initial_seed() == 3 and ember.random.manual_seed is ember.manual_seed
+
+
+@requires_torch
+def test_assert_close_as_torch():
+    ember.testing.assert_close(ember.ones(2), ember.ones(2) + 1e-7)
+    ember.testing.assert_close({"a": [ember.ones(1)]}, {"a": [ember.ones(1)]})
+    cases = [((ember.tensor([1.0, 2.0]), ember.tensor([1.0, 2.1])), (torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.1]))),
+             ((ember.tensor([1.0, 2.0]), ember.tensor([1, 2])), (torch.tensor([1.0, 2.0]), torch.tensor([1, 2]))),
+             ((ember.ones(2), ember.ones(3)), (torch.ones(2), torch.ones(3)))]
+    for (ea, ee), (ta, te) in cases:
+        with pytest.raises(AssertionError) as want:
+            torch.testing.assert_close(ta, te)
+        with pytest.raises(AssertionError) as got:
+            ember.testing.assert_close(ea, ee)
+        first = str(want.value).splitlines()[0].replace("torch.", "ember.")
+        assert str(got.value).splitlines()[0] == first
+    ember.testing.assert_close(ember.tensor([float("nan")]), ember.tensor([float("nan")]), equal_nan=True)
+    with pytest.raises(ValueError, match="Both 'rtol' and 'atol'"):
+        ember.testing.assert_close(ember.ones(1), ember.ones(1), rtol=1e-3)
+
+
+def test_make_tensor():
+    t = ember.testing.make_tensor(3, 4, dtype=ember.float32, low=-1, high=1, noncontiguous=True)
+    assert t.shape == (3, 4) and not t.is_contiguous() and float(t.abs().max()) <= 1
+    assert ember.testing.make_tensor((2,), dtype=ember.int64, exclude_zero=True).ne(0).all()
+    assert ember.testing.make_tensor(2, 3, 4, 5, dtype=ember.float32, memory_format=ember.channels_last).is_contiguous(
+        memory_format=ember.channels_last)
