@@ -30,7 +30,7 @@ _add("ember", "fx export onnx _dynamo_export", "graph export (torch.fx, torch.ex
 _add("ember", "distributions", "torch.distributions is not built in ember")
 _add("ember", "fft stft istft", "ember has no FFT module (its results are complex)")
 _add("ember", "complex complex64 complex128 cfloat cdouble complex32 chalf view_as_complex view_as_real polar "
-     "real imag angle is_complex", _NO_COMPLEX)
+     "real imag angle", _NO_COMPLEX)
 _add("ember", "quantization ao quantize_per_tensor quantize_per_channel dequantize qint8 quint8 qint32 quint4x2 "
      "quint2x4 fake_quantize_per_tensor_affine fake_quantize_per_channel_affine", _NO_QUANT)
 _add("ember", "Storage TypedStorage UntypedStorage FloatStorage DoubleStorage LongStorage IntStorage ByteStorage "

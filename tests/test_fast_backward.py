@@ -31,6 +31,7 @@ from ember.ops.nn_activation import Dropout
 from ember.ops.nn_attention import Attention
 from ember.ops.nn_fused import ConvReluPool, conv2d_relu_max_pool2d
 from ember.ops.nn_loss import CrossEntropy
+from ember.ops.nn_more import Hardswish, RmsNorm
 from ember.ops.nn_norm import Normalize
 from ember.ops.nn_rnn import RNNLayer, rnn_layer
 from ember.ops.unary import Relu
@@ -252,8 +253,30 @@ MUL = [("same-shape", _mul((3, 4), (3, 4))), ("broadcast", _mul((3, 4), (4,))), 
        ("int-factor", _mul((2, 3), "int")), ("one-side", _mul((3, 4), (3, 4), b_grad=False)),
        ("0-d", _mul((3,), "0-d"))]
 
+# ---- nn_more (ember/ops/nn_more.py): hardswish (its kinks at ±3 included) and rms_norm
+def _hardswish(kinks=False):
+    def build(inp):
+        x = inp(3, 6, scale=3.0)
+        if kinks:
+            with ember.no_grad():
+                x[0, :4] = ember.tensor([-3.0, 3.0, -4.0, 4.0], dtype=x.dtype)
+        return F.hardswish(x)
+    return build
+
+
+def _rms(shape, ns, weight=True, x_grad=True):
+    def build(inp):
+        return F.rms_norm(inp(*shape, grad=x_grad), ns, inp(*ns) if weight else None)
+    return build
+
+
+HARDSWISH = [("random", _hardswish()), ("kinks", _hardswish(kinks=True))]
+RMS_NORM = [("last", _rms((3, 4, 5), (5,))), ("last-two-no-weight", _rms((3, 4, 5), (4, 5), weight=False)),
+            ("1d", _rms((6,), (6,))), ("weight-only", _rms((4, 3), (3,), x_grad=False))]
+# ---- end nn_more
+
 CASES = {Mul: MUL, Normalize: NORMALIZE, CrossEntropy: CROSS_ENTROPY, Attention: ATTENTION, RNNLayer: RNN,
-         ConvReluPool: CONV_RELU_POOL, Relu: RELU, Dropout: DROPOUT}
+         ConvReluPool: CONV_RELU_POOL, Relu: RELU, Dropout: DROPOUT, Hardswish: HARDSWISH, RmsNorm: RMS_NORM}
 
 
 # ---------------------------------------------------------------------- tests
