@@ -97,10 +97,54 @@ class Device:
 
 
 # ---------------------------------------------------------------------------- memory accounting
+DEVICE_MEMORY = 16 << 30  # bytes per fake device
+
+
+class OutOfMemoryError(MemoryError):
+    """cupy.cuda.memory.OutOfMemoryError, with CuPy's arguments and message."""
+
+    def __init__(self, size, total, limit=0) -> None:
+        self._size, self._total, self._limit = size, total, limit
+        msg = f"Out of memory allocating {size:,} bytes (allocated so far: {total:,} bytes"
+        super().__init__(msg + (f", limit set to: {limit:,} bytes)." if limit else ")."))
+
+
+class _Memory:
+    __slots__ = ("size", "device_id")
+
+    def __init__(self, size: int, dev: int) -> None:
+        self.size, self.device_id = size, dev
+
+
+class MemoryPointer:
+    """What an allocator returns: `device_id` and `mem.size` (the block's bytes) are what ember reads."""
+
+    __slots__ = ("mem", "device_id", "ptr")
+
+    def __init__(self, size: int, dev: int) -> None:
+        self.mem, self.device_id, self.ptr = _Memory(size, dev), dev, 0
+
+
 class MemoryPool:
+    """cupy.cuda.MemoryPool, one count for both fake devices: blocks rounded up to CuPy's 512 bytes; `total`
+    grows with `used` and shrinks to it in `free_all_blocks`; beyond the limit (`set_limit`, default the
+    device's memory) `malloc` raises CuPy's OutOfMemoryError."""
+
     def __init__(self) -> None:
         self.used = 0
         self.total = 0
+        self.limit = 0
+
+    def malloc(self, size: int) -> MemoryPointer:
+        rounded = -(-size // 512) * 512
+        if self.used + rounded > (self.limit or DEVICE_MEMORY):
+            raise OutOfMemoryError(size, self.total, self.limit)
+        self.used += rounded
+        self.total = max(self.total, self.used)
+        return MemoryPointer(rounded, _current())
+
+    def _free(self, size: int) -> None:
+        self.used -= size
 
     def used_bytes(self) -> int:
         return self.used
@@ -114,12 +158,19 @@ class MemoryPool:
     def free_all_blocks(self, stream=None) -> None:
         self.total = self.used
 
+    def set_limit(self, size=None, fraction=None) -> None:
+        self.limit = int(size or 0) if fraction is None else int(fraction * DEVICE_MEMORY)
+
+    def get_limit(self) -> int:
+        return self.limit
+
 
 _POOL = MemoryPool()
+_ALLOCATOR = [_POOL.malloc]  # cupy.cuda.get_allocator() / set_allocator(): what every array allocation calls
 
 
-def _freed(n: int) -> None:
-    _POOL.used -= n
+def _set_allocator(allocator=None) -> None:
+    _ALLOCATOR[0] = _POOL.malloc if allocator is None else allocator
 
 
 class _Flags:
@@ -137,6 +188,107 @@ class _Pointer:
     def __init__(self, a: _ND, dev: int) -> None:
         self.ptr = a.__array_interface__["data"][0]
         self.device_id = dev
+
+
+# ---------------------------------------------------------------------------- streams and events
+# The fake runs every kernel when it is called, so all work is done by the time anything can ask: streams
+# and events are always `done`. What is kept is what CuPy checks and reports: handles, devices, priorities,
+# the current stream per device and thread, and the rules of timing.
+_handles = iter(range(0x1000, 1 << 62, 0x10))
+_PRIORITIES = (-5, 0)  # an H100's (greatest, least) stream priority
+
+
+def _device_match(device_id: int) -> None:
+    if device_id not in (-1, _current()):
+        raise RuntimeError(f"The device that the stream is created on ({device_id}) does not match with the current "
+                           f"device ({_current()})")
+
+
+class Stream:
+    """cupy.cuda.Stream: `null` is the legacy default stream (handle 0, device -1)."""
+
+    null: "Stream"
+
+    def __init__(self, null=False, non_blocking=False, ptds=False, priority=None) -> None:
+        self.ptr = 0 if null else next(_handles)
+        self.device_id = -1 if null else _current()
+        self._priority = 0 if priority is None else min(max(priority, _PRIORITIES[0]), _PRIORITIES[1])
+        self._stack: list = []
+
+    priority = property(lambda s: s._priority)
+    done = property(lambda s: True)
+
+    def synchronize(self) -> None:
+        pass
+
+    def use(self) -> "Stream":
+        _device_match(self.device_id)
+        _streams()[_current()] = self
+        return self
+
+    def __enter__(self) -> "Stream":
+        _device_match(self.device_id)
+        self._stack.append(_streams()[_current()])
+        _streams()[_current()] = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _streams()[_current()] = self._stack.pop()
+
+    def record(self, event=None) -> "Event":
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def wait_event(self, event) -> None:
+        if not isinstance(event, Event):
+            raise TypeError(f"wait_event() expects a cupy.cuda.Event, got {type(event).__name__}")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Stream) and other.ptr == self.ptr
+
+    def __hash__(self) -> int:
+        return self.ptr
+
+
+Stream.null = Stream(null=True)
+
+
+def _streams() -> list:
+    """This thread's current stream of each device."""
+    if not hasattr(_tls, "streams"):
+        _tls.streams = [Stream.null] * DEVICE_COUNT
+    return _tls.streams
+
+
+def get_current_stream(device_id: int = -1) -> Stream:
+    return _streams()[_current() if device_id == -1 else device_id]
+
+
+class Event:
+    """cupy.cuda.Event: CuPy refuses an interprocess event that times."""
+
+    def __init__(self, block=False, disable_timing=False, interprocess=False) -> None:
+        if interprocess and not disable_timing:
+            raise ValueError("Timing must be disabled for interprocess events")
+        self.ptr = next(_handles)
+        self._timing = not disable_timing
+        self._t = None
+
+    done = property(lambda s: True)
+
+    def record(self, stream=None) -> None:
+        import time
+        self._t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+
+def get_elapsed_time(start: Event, end: Event) -> float:
+    if not (start._timing and end._timing) or start._t is None or end._t is None:
+        raise CUDARuntimeError("cudaErrorInvalidResourceHandle: invalid resource handle")
+    return (end._t - start._t) * 1e3
 
 
 # ---------------------------------------------------------------------------- the array
@@ -359,10 +511,8 @@ def _unwrap_kw(kwargs: dict, name: str, devs: list) -> dict:
 
 
 def _account(o: ndarray) -> None:
-    n = o._a.nbytes
-    _POOL.used += n
-    _POOL.total = max(_POOL.total, _POOL.used)
-    weakref.finalize(o, _freed, n)
+    mem = _ALLOCATOR[0](o._a.nbytes)  # may raise OutOfMemoryError, as CuPy's allocation would
+    weakref.finalize(o, _POOL._free, mem.mem.size)
 
 
 def _binop(uf, reflected=False, inplace=False):
@@ -553,43 +703,11 @@ def _build():
         "as_strided": _function("as_strided", st.as_strided),
         "sliding_window_view": _function("sliding_window_view", st.sliding_window_view)})})
 
-    class Stream:
-        null = None
-
-        def __init__(self, non_blocking=False):
-            self.ptr = 0
-
-        def synchronize(self):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *e):
-            pass
-
-        def use(self):
-            return self
-
-    class Event:
-        def __init__(self, block=False, disable_timing=False, interprocess=False):
-            self._t = None
-
-        def record(self, stream=None):
-            import time
-            self._t = time.perf_counter()
-
-        def synchronize(self):
-            pass
-
-        @property
-        def done(self):
-            return True  # the fake runs everything synchronously
-
     def _props(i):
         Device(i)  # validates
-        return {"name": b"Fake CUDA device (ember tests)", "totalGlobalMem": 16 << 30, "major": 9, "minor": 0,
-                "multiProcessorCount": 132}
+        return {"name": b"Fake CUDA device (ember tests)", "totalGlobalMem": DEVICE_MEMORY, "major": 9, "minor": 0,
+                "multiProcessorCount": 132, "l2CacheSize": 50 << 20, "maxThreadsPerMultiProcessor": 2048,
+                "warpSize": 32, "integrated": 0, "isMultiGpuBoard": 0}
 
     def _device_count():
         if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
@@ -599,13 +717,15 @@ def _build():
     runtime = _namespace("fakecupy.cuda.runtime", {
         "CUDARuntimeError": CUDARuntimeError, "getDeviceCount": _device_count,
         "deviceSynchronize": lambda: None, "getDeviceProperties": _props, "getDevice": _current,
-        "memGetInfo": lambda: ((16 << 30) - _POOL.used, 16 << 30), "runtimeGetVersion": lambda: 12080,
+        "memGetInfo": lambda: (DEVICE_MEMORY - _POOL.total, DEVICE_MEMORY), "runtimeGetVersion": lambda: 12080,
         "driverGetVersion": lambda: 12080})
-    Stream.null = Stream()
     cp.cuda = _namespace("fakecupy.cuda", {
         "Device": Device, "runtime": runtime, "Stream": Stream, "Event": Event,
-        "get_current_stream": lambda: Stream.null, "is_available": lambda: True,
-        "get_elapsed_time": lambda a, b: (b._t - a._t) * 1e3, "MemoryPool": MemoryPool,
+        "get_current_stream": get_current_stream, "is_available": lambda: True,
+        "get_elapsed_time": get_elapsed_time, "MemoryPool": MemoryPool,
+        "get_allocator": lambda: _ALLOCATOR[0], "set_allocator": _set_allocator,
+        "memory": _namespace("fakecupy.cuda.memory", {"OutOfMemoryError": OutOfMemoryError,
+                                                      "MemoryPointer": MemoryPointer}),
         "nccl": _nccl_module()})
 
     def empty_pinned(shape, dtype=float, order="C"):

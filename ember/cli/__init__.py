@@ -96,6 +96,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="data-parallel over MPI: launch N copies with `mpiexec -n N python -m mpi4py -m ember train "
                         "--distributed ...`; --batch-size is the global batch (split evenly over the processes), "
                         "metrics are all-reduced, and only rank 0 prints and writes files")
+    p.add_argument("--tensorboard", metavar="DIR",
+                   help="also log the run to TensorBoard event files in DIR (needs tensorboardX: pip install "
+                        "'ember[tensorboard]'): the training loss of every step, the train and test loss and accuracy "
+                        "and the learning rate of every epoch, a histogram of each parameter every epoch, and the "
+                        "hyper-parameters with the final test metrics; the x axis counts optimizer steps. Rank 0 "
+                        "alone writes under --distributed; --resume hides the steps logged after the checkpoint "
+                        "(default: no TensorBoard log)")
     p.add_argument("--compile", action="store_true",
                    help="ember.compile the whole training step (forward, loss, backward and the optimizer's update, "
                         "captured once per batch shape and replayed), or the model where the step cannot be "

@@ -17,6 +17,8 @@ last completed epoch stays as it was, and `metrics.json` gets a "diverged" recor
 eager's. Where the step cannot be captured whole (a graph break), it runs with the model compiled instead
 (`ember.compile(model)`). Evaluation runs the compiled model. Checkpoints hold the bare model, as without it.
 
+`--tensorboard DIR` also logs the run as TensorBoard event files in DIR (`TensorBoardLog`; needs tensorboardX).
+
 `--resume` continues from `OUT/checkpoint.safetensors`, which must exist. Everything random
 (initialisation, shuffling, dropout, augmentation, worker seeds) draws from ember's default
 generator, whose state the checkpoint carries, so a run killed at any moment and resumed ends with
@@ -288,11 +290,13 @@ class CompiledStep:
 
 
 def train_one_epoch(model, opt, loader: DataLoader, desc: str, reduce: bool = False,
-                    bar: bool = True, step: Callable | None = None) -> tuple[float, float, float]:
+                    bar: bool = True, step: Callable | None = None,
+                    on_step: Callable[[int, float], None] | None = None) -> tuple[float, float, float]:
     """One pass over `loader` on the model's device: (mean loss, accuracy, seconds).
     `reduce`: loss and accuracy are all-reduced over the process group (every rank's shard);
     `bar`: show a progress bar (rank 0 only under --distributed); `step`: what runs each batch (default
-    `train_step(model, opt)`; `--compile`: a CompiledStep).
+    `train_step(model, opt)`; `--compile`: a CompiledStep); `on_step(i, loss)` is called after batch i
+    (1-based) with its loss (this rank's), e.g. to log it.
     Raises Diverged in the step whose loss (this rank's) is NaN or infinite."""
     model.train()
     dev = _device_of(model)
@@ -308,6 +312,8 @@ def train_one_epoch(model, opt, loader: DataLoader, desc: str, reduce: bool = Fa
             step_loss = loss.item()  # read for the running mean anyway: checking it costs no extra sync
             if not math.isfinite(step_loss):
                 raise Diverged("training", i + 1, step_loss)
+            if on_step is not None:
+                on_step(i + 1, step_loss)
             count = y.numel()  # samples, or predicted characters of sequence models
             total_loss += step_loss * count
             correct += int(hits.item())
@@ -486,6 +492,7 @@ def train(args: argparse.Namespace) -> int:
         raise CLIError("--compile does not combine with --distributed yet (DistributedDataParallel's gradient hooks "
                        "run Python code at every step, which a captured program cannot replay); leave out one of "
                        "them")
+    _check_tensorboard(getattr(args, "tensorboard", None))
     rank, world = _init_distributed(cfg["batch_size"]) if distributed else (0, 1)
     lead = rank == 0
     log = print if lead else (lambda *a, **k: None)
@@ -537,6 +544,8 @@ def train(args: argparse.Namespace) -> int:
     evaluated = ember.compile(model) if compiled else model  # what the per-epoch test runs
     if lead:  # only now: a run that fails on its data or model leaves no empty folder behind
         os.makedirs(out, exist_ok=True)
+    tb = TensorBoardLog(args.tensorboard, len(train_loader), start) if lead and getattr(args, "tensorboard", None) \
+        else None
     par = f", {_count(world, 'process')} x batch {cfg['batch_size'] // world}" if distributed else ""
     log(f"ember {ember.__version__}: {cfg['model']} ({_count(count_parameters(model), 'parameter')}) on "
         f"{cfg['dataset']} ({len(data.train):,} train / {len(data.test):,} test), {cfg['optimizer']} lr={cfg['lr']:g} "
@@ -548,19 +557,24 @@ def train(args: argparse.Namespace) -> int:
             sampler.set_epoch(epoch)  # a fresh shuffle each epoch, the same on every rank
         lr = opt.param_groups[0]["lr"]
         try:
+            on_step = None if tb is None else (lambda i, loss, e=epoch: tb.step(e, i, loss))
             train_loss, train_acc, seconds = train_one_epoch(net, opt, train_loader,
                                                              f"epoch {epoch}/{cfg['epochs']}", reduce=distributed,
-                                                             bar=lead, step=step)
+                                                             bar=lead, step=step, on_step=on_step)
             # evaluated on the bare module: DDP's forward may run collectives, and shards differ in batches
             test_loss, test_acc = run_epoch_eval(evaluated, test_loader, reduce=distributed)
             if not math.isfinite(test_loss):  # the epoch's last update broke the weights: not a checkpoint to keep
                 raise Diverged("test", len(train_loader), test_loss)
         except Diverged as d:  # under --distributed the rank that sees it reports it; its exit aborts the job
+            if tb is not None:
+                tb.close()
             return _stop_diverged(d, epoch, len(train_loader), cfg, out, history, lead)
         if sched is not None:
             sched.step()
         history.append(dict(epoch=epoch, train_loss=train_loss, train_acc=train_acc, test_loss=test_loss,
                             test_acc=test_acc, lr=lr, seconds=seconds, samples_per_s=len(data.train) / seconds))
+        if tb is not None:
+            tb.epoch(history[-1], model)
         log(f"epoch {epoch:3d}/{cfg['epochs']}  train loss {train_loss:.4f} acc {train_acc:.4f}  "
             f"test loss {test_loss:.4f} acc {test_acc:.4f}  lr {lr:.2e}  {seconds:.1f} s "
             f"({len(data.train) / seconds:,.0f} samples/s)", flush=True)
@@ -572,6 +586,8 @@ def train(args: argparse.Namespace) -> int:
 
     if step is not None:
         log(step.summary())
+    if tb is not None:
+        tb.close(cfg, history)
     status = _finish(args, out, model, model_cfg, cfg, history, data, device, test_loader) if lead else 0
     if distributed:
         # every rank exits with rank 0's verdict (a non-zero status under `python -m mpi4py` aborts the job)
@@ -579,6 +595,49 @@ def train(args: argparse.Namespace) -> int:
         status = int(_all_sum(status)[0])
         dist.destroy_process_group()
     return status
+
+
+class TensorBoardLog:
+    """`--tensorboard DIR`: the run as TensorBoard event files (rank 0 writes them). The x axis of every chart
+    counts optimizer steps: the loss of step s is logged at s, the metrics of epoch e at e x steps_per_epoch,
+    so a resumed run continues the same curves (and hides what a crash logged after its checkpoint)."""
+
+    def __init__(self, log_dir: str, steps_per_epoch: int, start_epoch: int) -> None:
+        from ember.utils.tensorboard import SummaryWriter
+        self.steps = steps_per_epoch
+        self.writer = SummaryWriter(log_dir, purge_step=start_epoch * steps_per_epoch + 1 if start_epoch else None)
+
+    def step(self, epoch: int, i: int, loss: float) -> None:
+        self.writer.add_scalar("step/train_loss", loss, (epoch - 1) * self.steps + i)
+
+    def epoch(self, record: dict, model: nn.Module) -> None:
+        """One epoch's record (as in metrics.json) and a histogram of every parameter."""
+        at = record["epoch"] * self.steps
+        for key, tag in (("train_loss", "train_loss"), ("train_acc", "train_accuracy"), ("test_loss", "test_loss"),
+                         ("test_acc", "test_accuracy"), ("lr", "lr")):
+            self.writer.add_scalar(f"epoch/{tag}", record[key], at)
+        for name, p in model.named_parameters():
+            self.writer.add_histogram(f"weights/{name}", p, at)
+
+    def close(self, cfg: dict | None = None, history: list | None = None) -> None:
+        """Close the files; with the run's settings and history, first log them for the HPARAMS tab (the run
+        DIR/hparams), with the final test loss and accuracy as its metrics."""
+        if cfg is not None and history:
+            last = history[-1]
+            self.writer.add_hparams({k: cfg[k] for k in RESULT_OPTIONS},
+                                    {"hparam/test_loss": last["test_loss"], "hparam/test_accuracy": last["test_acc"]},
+                                    run_name="hparams", global_step=last["epoch"] * self.steps)
+        self.writer.close()
+
+
+def _check_tensorboard(log_dir: str | None) -> None:
+    """`--tensorboard` needs tensorboardX: one clear line (on every rank, before any work) when it is missing."""
+    if log_dir is None:
+        return
+    try:
+        import ember.utils.tensorboard  # noqa: F401
+    except ImportError as e:
+        raise CLIError(f"--tensorboard {log_dir}: {e}") from None
 
 
 def _stop_diverged(d: Diverged, epoch: int, steps: int, cfg: dict, out: str, history: list, lead: bool) -> int:

@@ -1,4 +1,6 @@
-"""Utilities outside the tensor core, as `torch.utils`: `data` (datasets, samplers, DataLoader)."""
+"""Utilities outside the tensor core, as `torch.utils`: `data` (datasets, samplers, DataLoader), and
+`tensorboard` (TensorBoard event files; imported on its own, `from ember.utils.tensorboard import
+SummaryWriter`, as in PyTorch, since it needs the optional tensorboardX)."""
 from . import data
 
 __all__ = ["data"]
