@@ -37,6 +37,11 @@ Tensor.new = _new
 Tensor.bernoulli, Tensor.multinomial = bernoulli, multinomial  # (the factories' Tensor-method forms)
 from . import cuda, distributed, viz
 from . import linalg, special, sparse  # noqa: E402  (namespaces over the ops)
+from .cuda import OutOfMemoryError  # noqa: E402  (torch.OutOfMemoryError is torch.cuda's)
+from ._legacy import CUDA_LEGACY as _CUDA_LEGACY  # noqa: E402
+for _name, _cls in _CUDA_LEGACY.items():  # ember.cuda.FloatTensor, ...: the legacy types on the GPU
+    setattr(cuda, _name, _cls)
+del _name, _cls
 from . import backends, random, testing  # noqa: E402
 from .serialization import save, load
 from . import nn, optim, utils  # noqa: E402  (after the ops: nn, optim and utils.data build on them)

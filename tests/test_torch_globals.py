@@ -271,3 +271,9 @@ def test_make_tensor():
     assert ember.testing.make_tensor((2,), dtype=ember.int64, exclude_zero=True).ne(0).all()
     assert ember.testing.make_tensor(2, 3, 4, 5, dtype=ember.float32, memory_format=ember.channels_last).is_contiguous(
         memory_format=ember.channels_last)
+
+
+def test_cuda_legacy_types_and_oom_error():
+    assert not isinstance(ember.ones(1), ember.cuda.FloatTensor) and repr(ember.cuda.LongTensor) == \
+        "<class 'torch.cuda.LongTensor'>"
+    assert issubclass(ember.OutOfMemoryError, RuntimeError) and ember.OutOfMemoryError is ember.cuda.OutOfMemoryError
