@@ -3,6 +3,7 @@ from .parameter import Parameter
 from .modules import *  # noqa: F401,F403
 from . import functional, init, utils  # noqa: F401
 from . import parallel  # noqa: F401,E402
+from .parallel import DataParallel  # noqa: E402
 
 
 def __getattr__(name: str):
