@@ -88,6 +88,10 @@ class _Encoder:
         self.devices: dict[str, str] = {}  # name -> device, for tensors saved from a device other than the CPU
 
     def tensor(self, t: Tensor, parts: list) -> dict:
+        if t.is_sparse:  # (a sparse COO tensor, ember/ops/sparse_ops.py: safetensors has no form for it)
+            raise TypeError(f"ember.save: the tensor at {_where(parts)} is a sparse COO tensor, which the checkpoint "
+                            f"format cannot hold; save t.coalesce().indices() and t.coalesce().values() (or "
+                            f"t.to_dense()) instead")
         if _capture.ACTIVE is not None:
             _capture.read(t, "ember.save")  # (a pending value of ember.lazy is computed)
         arr = t._data

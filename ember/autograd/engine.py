@@ -122,6 +122,17 @@ def _check_roots(outputs: list) -> None:
 
 LEAF = -1  # the output index of an edge into a leaf tensor (which has no node)
 
+# ---- sparse gradients (ember/ops/sparse_ops.py sets SPARSE to its SparseTensor class when it loads)
+SPARSE = None
+
+
+def _sum_grads(old, g):
+    """old + g for two gradients of one tensor, either of them a sparse COO tensor: sparse + sparse concatenates
+    their entries (old's first, as PyTorch's accumulation), a dense and a sparse one sum to a dense one (either
+    order; `sparse + dense` itself is PyTorch's error)."""
+    return g + old if old.__class__ is SPARSE and g.__class__ is not SPARSE else old + g
+# ---- (end of sparse gradients)
+
 
 def _endpoints(edges: tuple) -> tuple:
     """Each edge of `Node.next` as (target, output index): (node, k) for output k of a node, (tensor, LEAF)
@@ -264,12 +275,13 @@ class _Gradients:
         w = self.waiting
         if node.n_out == 1:
             old = w.get(node)
-            w[node] = g if old is None else old + g
+            w[node] = g if old is None else old + g if old.__class__ is not SPARSE else _sum_grads(old, g)
         else:
             buf = w.get(node)
             if buf is None:
                 buf = w[node] = [None] * node.n_out
-            buf[nr] = g if buf[nr] is None else buf[nr] + g
+            old = buf[nr]
+            buf[nr] = g if old is None else old + g if old.__class__ is not SPARSE else _sum_grads(old, g)
 
     def deliver(self, node, nr: int, g, deps: dict) -> bool:
         """Add g for output nr of node and count the edge as delivered; True when node is ready to run."""
@@ -419,7 +431,7 @@ class _Run:
             if not self.accumulate:
                 for i in idx:  # a leaf reached along several paths: sum
                     c = self.captured[i]
-                    self.captured[i] = g if c is None else c + g
+                    self.captured[i] = g if c is None else c + g if c.__class__ is not SPARSE else _sum_grads(c, g)
                 return
         elif hooks:
             g = self.hooked(hooks, g)
@@ -475,6 +487,9 @@ class _Run:
         old = t._grad
         if g._data.dtype != t._data.dtype:
             g = g.to(t.dtype)
+        if g.__class__ is SPARSE or old.__class__ is SPARSE:  # sparse gradients: stored as they are, summed out of place
+            t._grad = g if old is None else _sum_grads(old, g)
+            return
         if old is None:
             if self.create_graph:
                 t._grad = g
@@ -518,8 +533,9 @@ def _call_hooks(hooks: list, g):
 
 def _check_anomaly(node: Node, grads) -> None:
     for i, g in enumerate(grads):
-        if g is not None and dt.is_float(g._data.dtype) and not bool(np.isfinite(g._data).all()):
-            bad = "nan" if bool(np.isnan(g._data).any()) else "inf"
+        a = None if g is None else g._data if g.__class__ is not SPARSE else g._data.values  # (sparse: its values)
+        if a is not None and dt.is_float(a.dtype) and not bool(np.isfinite(a).all()):
+            bad = "nan" if bool(np.isnan(a).any()) else "inf"
             msg = f"Function '{node.name()}' returned {bad} values in its {_ordinal(i)} output."
             if node.trace:
                 msg += "\n\nTraceback of the forward call that created this node:\n" + node.trace

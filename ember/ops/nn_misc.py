@@ -21,9 +21,10 @@ from .indexing import add_rows
 from .linalg import Matmul, c_type_name, matmul
 from .reduce import norm
 from .shape import broadcast_tensors
+from .sparse_ops import GatherRows, ScatterRows, SpMM, rows_product, sparse_rows
 from .._capture import traced
 
-__all__ = ["linear", "bilinear", "embedding", "one_hot", "cosine_similarity", "normalize"]
+__all__ = ["linear", "bilinear", "embedding", "embedding_bag", "one_hot", "cosine_similarity", "normalize"]
 
 
 def _need_tensor(op: str, name: str, v, pos: int) -> None:
@@ -198,16 +199,33 @@ def _counts(idx, n: int):
 
 class Embedding(Op):
     """z = W[idx] (rows of the weight);  dz/dW: gz's rows added into the rows they came from (none into
-    padding_idx; each divided by the row's count in idx when scale_grad_by_freq)."""
+    padding_idx; each divided by the row's count in idx when scale_grad_by_freq); with `sparse`, the same
+    as a sparse COO tensor holding one entry per index (`sparse_rows_grad`)."""
 
     saves_inputs = False
 
-    def forward(self, w, idx, padding_idx, scale):
-        self.idx, self.n, self.pad, self.scale = idx, w.shape[0], padding_idx, scale
+    def forward(self, w, idx, padding_idx, scale, sparse=False):
+        self.idx, self.n, self.pad, self.scale, self.sparse = idx, w.shape[0], padding_idx, scale, sparse
         return w[idx]
 
     def backward(self, gz):
+        if self.sparse:
+            return sparse_rows_grad(gz, self.idx, self.n, self.pad, self.scale), None, None, None
         return EmbeddingBackward.apply(gz, self.idx, self.n, self.pad, self.scale), None, None, None
+
+
+def sparse_rows_grad(g: Tensor, idx, n: int, pad: int | None, scale: bool) -> Tensor:
+    """The gradient of W[idx] for an n-row W as PyTorch's sparse embedding gradient: an uncoalesced sparse COO
+    tensor with an entry per index (those equal to padding_idx left out) holding g's row for it."""
+    if scale:
+        raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with sparse gradients")
+    rows = idx.reshape(-1)
+    g = g.reshape((rows.size,) + tuple(g.shape[idx.ndim:]))
+    if pad is not None:
+        keep = np.flatnonzero(rows != pad)
+        if keep.size < rows.size:
+            rows, g = rows[keep], g[keep]
+    return sparse_rows(g, rows, (n,) + tuple(g.shape[1:]))
 
 
 class EmbeddingBackward(Op):
@@ -282,7 +300,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
 
     padding_idx: that row gets no gradient. max_norm: rows used whose norm_type-norm exceeds max_norm are rescaled
     in place to that norm first. scale_grad_by_freq: each row's gradient is divided by how often it occurs in input.
-    sparse: accepted for compatibility; ember has no sparse tensors, so the gradient is dense (same values).
+    sparse: weight's gradient is a sparse COO tensor (an entry per index, padding_idx's left out), for
+    optim.SGD or optim.SparseAdam; PyTorch's error with scale_grad_by_freq.
     """
     _need_tensor("embedding", "input", input, 1)
     _need_tensor("embedding", "weight", weight, 2)
@@ -303,7 +322,259 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
                          f"(valid indices 0..{n - 1})")
     if max_norm is not None:
         _renorm_rows(weight, idx, float(max_norm), float(norm_type))
-    return Embedding.apply(weight, idx, padding_idx, bool(scale_grad_by_freq))
+    return Embedding.apply(weight, idx, padding_idx, bool(scale_grad_by_freq), sparse=bool(sparse))
+
+
+# ---------------------------------------------------------------------- embedding_bag
+class _Bags:
+    """The bags of one embedding_bag call, from its indices and offsets (whole-array, no loop over bags).
+
+    rows: the weight row of each entry that counts (entries equal to padding_idx, and those past the last
+        bag, do not), in bag order; entries: their positions in the flattened input (None: the first len(rows));
+    bag: each one's bag (non-decreasing); counts, starts: each bag's number of entries and the first one's
+        position in rows; nonempty: the bags with entries; width: the common bag size when every bag has it
+        (a 2-D input with nothing left out), else None.
+    """
+
+    __slots__ = ("rows", "entries", "bag", "counts", "starts", "nonempty", "n_bags", "width")
+
+    def __init__(self, idx, offsets, pad: int | None, last: bool) -> None:
+        flat = idx.reshape(-1)
+        if offsets is None:  # a 2-D input: one bag per row
+            b, width = idx.shape
+            counts = np.full(b, width, np.int64)
+        else:
+            off = offsets.astype(np.int64, copy=False)
+            ends = off[1:] if last or not off.size else np.append(off[1:], flat.size)
+            b, width = ends.size, None
+            counts = ends - off[:b]
+            flat = flat[:ends[-1] if b else 0]
+        bag = np.repeat(np.arange(b), counts)
+        entries = None
+        if pad is not None:
+            keep = flat != pad
+            if not keep.all():
+                entries = np.flatnonzero(keep)
+                flat, bag, width = flat[entries], bag[entries], None
+                counts = np.bincount(bag, minlength=b)
+        self.rows, self.entries, self.bag, self.counts = flat.astype(np.int64, copy=False), entries, bag, counts
+        self.starts = np.cumsum(counts) - counts
+        self.nonempty = np.flatnonzero(counts)
+        self.n_bags, self.width = b, width
+
+    def positions(self):
+        """The positions in the flattened input of the entries that count."""
+        return np.arange(self.rows.size) if self.entries is None else self.entries
+
+    def max(self, x):
+        """The max over each bag of x's rows (one row per entry that counts), per column; 0 for an empty bag."""
+        if self.width is not None and self.width:  # equal bags: one reduction along the bag axis
+            return x.reshape((self.n_bags, self.width) + x.shape[1:]).max(1)
+        z = np.zeros((self.n_bags,) + x.shape[1:], x.dtype)
+        if self.nonempty.size:
+            z[self.nonempty] = np.maximum.reduceat(x, self.starts[self.nonempty], axis=0)
+        return z
+
+    def argmax(self, x, z):
+        """For each nonempty bag and column, the first row of x holding the bag's max z there."""
+        nz = self.nonempty
+        n = x.shape[0]
+        if not nz.size:
+            return np.zeros((0,) + x.shape[1:], np.int64)
+        if self.width is not None:
+            x3 = x.reshape((self.n_bags, self.width) + x.shape[1:])
+            first = (np.arange(self.n_bags) * self.width).reshape((-1,) + (1,) * (x.ndim - 1))
+            return (x3 == z[:, None]).argmax(1) + first
+        hit = x == np.repeat(z[nz], self.counts[nz], axis=0)
+        arg = np.minimum.reduceat(np.where(hit, np.arange(n).reshape((-1,) + (1,) * (x.ndim - 1)), n), self.starts[nz],
+                                  axis=0)
+        return np.minimum(arg, n - 1)  # (a NaN max matches no row: its gradient goes to the bag's last)
+
+
+class ScatterAt(Op):
+    """z = zeros(shape) with x added at the positions `at` (a tuple of index arrays of x's shape);
+    dz/dx = gz[at] (`GatherAt`)."""
+
+    saves_inputs = False
+
+    def forward(self, x, at, shape):
+        self.at = at
+        out = np.zeros(shape, x.dtype)
+        np.add.at(out, at, x)
+        return out
+
+    def backward(self, gz):
+        return GatherAt.apply(gz, at=self.at)
+
+
+class GatherAt(Op):
+    """z = x[at];  dz/dx = zeros of x's shape with gz added at `at` (`ScatterAt`)."""
+
+    saves_inputs = False
+
+    def forward(self, x, at):
+        self.at, self.shape = at, x.shape
+        return x[at]
+
+    def backward(self, gz):
+        return ScatterAt.apply(gz, at=self.at, shape=self.shape)
+
+
+class EmbeddingBag(Op):
+    """z[b] = Σ_{i∈b} c_i·W[idx_i] (sum; c: per_sample_weights, else 1), (1/|b|)·Σ_{i∈b} W[idx_i] (mean) or
+    max_{i∈b} W[idx_i] per column (max), over bag b's entries other than padding_idx's; 0 for an empty bag.
+    Sum and mean are the product C @ W of the sparse (bags, num_embeddings) matrix C with entries c_i (or 1/|b|)
+    at (b, idx_i), so W[idx] is never built (`rows_product`).
+
+    dW = Cᵀ @ gz (each row's part divided by its count in the input with scale_grad_by_freq; with `sparse`, a
+    sparse COO tensor with an entry per counted entry), or, for max, gz[b, j] at the row that held each max;
+    dc_i = gz[b]·W[idx_i]."""
+
+    def forward(self, w, idx, offsets, psw, mode, pad, last, scale, sparse):
+        self.bags = bags = _Bags(idx, offsets, pad, last)
+        self.mode, self.scale, self.sparse = mode, scale, sparse
+        if mode == "max":
+            z = bags.max(w[bags.rows])
+            self.z = z.copy()  # (the result is the caller's to change; the argmax in backward needs the maxima)
+            return z
+        return rows_product(bags.n_bags, bags.bag, bags.rows, self._entry_weights(psw, w.dtype), w, sorted_rows=True)
+
+    def _entry_weights(self, psw, dtype):
+        """c_i for every entry that counts (a mean's 1/|b| included); None when they are all 1."""
+        bags = self.bags
+        c = None if psw is None else psw.reshape(-1)[bags.positions()]
+        if self.mode == "mean":
+            inv = (1 / np.maximum(bags.counts, 1)).astype(dtype)[bags.bag]
+            c = inv if c is None else c * inv
+        return c
+
+    def backward(self, gz, w, idx, offsets, psw):
+        bags, n = self.bags, w.shape[0]
+        if self.mode == "max":
+            nz = bags.nonempty
+            arg = bags.argmax(w._data[bags.rows], self.z)
+            cols = np.broadcast_to(np.arange(gz.shape[1]), arg.shape)
+            g = gz if nz.size == bags.n_bags else gz[nz]
+            return ScatterAt.apply(g, at=(bags.rows[arg], cols), shape=tuple(w.shape)), None, None, None
+        c = self._entry_weights(None, gz._data.dtype)  # (the constant part; per_sample_weights join as a tensor)
+        if psw is not None:
+            at = bags.positions()
+            ps = psw.reshape(-1)[at]
+            c = ps if c is None else ps * make(c)
+        gw = gpsw = None
+        if psw is not None and self.needs(3):  # dc_i = gz[b]·W[idx_i], at entry i's place in per_sample_weights
+            gc = (GatherRows.apply(gz, rows=bags.bag) * GatherRows.apply(w, rows=bags.rows)).sum(-1)
+            gpsw = ScatterRows.apply(gc, rows=at, n=psw.numel()).reshape(psw.shape)
+        if self.needs(0):
+            if self.sparse:  # an entry per counted entry: c_i·gz[b] at row idx_i
+                ge = GatherRows.apply(gz, rows=bags.bag)
+                if c is not None:
+                    ge = ge * (c if isinstance(c, Tensor) else make(c)).unsqueeze(-1)
+                gw = sparse_rows_grad(ge, bags.rows, n, None, self.scale)
+            else:
+                if self.scale:  # each row's gradient over its count in the input: the entries' weights over it
+                    per_row = (1 / np.maximum(np.bincount(bags.rows, minlength=n), 1)).astype(gz._data.dtype)[bags.rows]
+                    c = per_row if c is None else c * (make(per_row) if isinstance(c, Tensor) else per_row)
+                gw = SpMM.apply(c, gz, rows=bags.rows, cols=bags.bag, n=n, sorted_rows=False)
+        return gw, None, None, gpsw
+
+
+def _index_dtype_error(name: str, t: Tensor) -> RuntimeError:
+    return RuntimeError(f"embedding_bag(): expected tensor for argument '{name}' to have one of the following scalar "
+                        f"types: Long, Int; but got {t.dtype} instead; convert it with .long()")
+
+
+def _check_offsets(off: np.ndarray, n: int, last: bool) -> None:
+    """PyTorch's checks on offsets: the first is 0, the last at most the input's length; and non-decreasing."""
+    if not off.size:
+        return
+    if off[0] != 0:
+        raise RuntimeError(f"embedding_bag(): offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to "
+                           f"start from position 0. However, got {int(off[0])}")
+    if off[-1] > n:
+        raise RuntimeError(f"embedding_bag(): offsets[-1] can not be greater than input's length {n} but got "
+                           f"offsets[-1] of {int(off[-1])}")
+    down = np.flatnonzero(off[1:] < off[:-1])
+    if down.size:
+        i = int(down[0]) + 1
+        raise RuntimeError(f"embedding_bag(): offsets must be non-decreasing, but offsets[{i}] = {int(off[i])} is less "
+                           f"than offsets[{i - 1}] = {int(off[i - 1])}")
+
+
+def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, max_norm: float | None = None,
+                  norm_type: float = 2, scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                  per_sample_weights: Tensor | None = None, include_last_offset: bool = False,
+                  padding_idx: int | None = None) -> Tensor:
+    """Sums, means or maxima of bags of rows of `weight` (num_embeddings, embedding_dim), without building the
+    (bags, bag size, dim) tensor: shape (bags, embedding_dim).
+
+    Bags: the rows of a 2-D `input` (offsets None), or slices of a 1-D `input` starting at `offsets` (the last
+    running to the end, or, with include_last_offset, offsets' last entry closing the last bag). Entries equal
+    to padding_idx are left out (mean divides by the entries that count); an empty bag gives zeros.
+    per_sample_weights (mode 'sum' only, input's shape) scale each entry's row. max_norm, norm_type,
+    scale_grad_by_freq and sparse as in `embedding` (mode 'max' takes neither of the last two).
+    """
+    _need_tensor("embedding_bag", "input", input, 1)
+    _need_tensor("embedding_bag", "weight", weight, 2)
+    if per_sample_weights is not None:
+        _need_tensor("embedding_bag", "per_sample_weights", per_sample_weights, 9)
+        if per_sample_weights.shape != input.shape:
+            raise ValueError(f"embedding_bag: If per_sample_weights ({per_sample_weights.shape}) is not None, then it "
+                             f"must have the same shape as the input ({input.shape})")
+    if weight.dim() != 2:
+        raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.dim()}")
+    if input.dim() == 2:
+        if offsets is not None:
+            raise ValueError(f"if input is 2D, then offsets has to be None, as input is treated is a mini-batch of fixed "
+                             f"length sequences. However, found offsets of type {type(offsets).__name__}")
+    elif input.dim() == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        _need_tensor("embedding_bag", "offsets", offsets, 3)
+        if offsets.dim() != 1:
+            raise ValueError(f"offsets has to be a 1D Tensor, got one of shape {list(offsets.shape)}")
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.dim()}")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"mode has to be one of sum, mean or max, got {mode!r}")
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError("max mode does not support scaling the gradient by the frequency")
+    if mode == "max" and sparse:
+        raise ValueError("max mode does not support sparse weights")
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                      f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
+                                      f"GitHub.")
+        if per_sample_weights.dtype != weight.dtype:
+            raise RuntimeError(f"embedding_bag(): expected per_sample_weights to have the weight's dtype {weight.dtype}, "
+                               f"got {per_sample_weights.dtype}")
+    idx, w = input._data, weight._data
+    if idx.dtype not in (np.int64, np.int32):
+        raise _index_dtype_error("indices", input)
+    if offsets is not None and offsets._data.dtype not in (np.int64, np.int32):
+        raise _index_dtype_error("offsets", offsets)
+    if idx.__class__ is not w.__class__:
+        backend.check_same_device("embedding_bag", (w, idx))
+    n = w.shape[0]
+    if padding_idx is not None:
+        if not -n <= padding_idx < n:
+            raise RuntimeError(f"embedding_bag(): padding_idx must be within the number of embeddings, {-n} through "
+                               f"{n - 1}, but got {padding_idx}")
+        padding_idx %= n
+    if offsets is not None:
+        _check_offsets(offsets._data, idx.size, include_last_offset)
+    flat = idx.reshape(-1)
+    if flat.size:
+        bad = np.flatnonzero((flat < 0) | (flat >= n))
+        if bad.size:
+            raise RuntimeError(f"embedding_bag(): Index {int(bad[0])} of input takes value {int(flat[bad[0]])} which is "
+                               f"not in the valid range [0, {n})")
+    if max_norm is not None:
+        _renorm_rows(weight, flat, float(max_norm), float(norm_type))
+    return EmbeddingBag.apply(weight, input, offsets, per_sample_weights, mode=mode, pad=padding_idx,
+                              last=bool(include_last_offset) and offsets is not None, scale=bool(scale_grad_by_freq),
+                              sparse=bool(sparse))
 
 
 # ---------------------------------------------------------------------- one_hot

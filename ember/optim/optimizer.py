@@ -36,6 +36,7 @@ from .._capture import opaque
 from .._tensor import Tensor, bump_version, make
 from ..autograd.grad_mode import enable_grad
 from ..backend import array_module, device_of, on, to_host, transfer
+from ..ops.sparse_ops import SparseTensor
 from ._grouped import Layout
 
 __all__ = ["Optimizer", "ParamUpdate", "required"]
@@ -116,6 +117,8 @@ class Optimizer:
     _checked: tuple[str, ...] = ()
     # the 0-d counters a new state starts with (see `_init_state`), in PyTorch's key order
     _counters: dict[str, float] = {"step": 0.0}
+    # whether the update takes sparse COO gradients (SGD, SparseAdam); if not, `_gather` raises PyTorch's error
+    _sparse_grads = False
 
     def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
         self._validate(defaults)
@@ -278,6 +281,8 @@ class Optimizer:
         If it raises, the records gathered so far are scattered first (their arrays may have been
         scaled, the grouped one's flat arrays gathered), so it leaves the same consistency as a step.
         """
+        if SparseTensor.seen and not self._sparse_grads:  # (no cost until a sparse tensor exists)
+            _refuse_sparse(self, group)
         lr, wd, maximize = float(group["lr"]), group.get("weight_decay", 0), group.get("maximize", False)
         l1 = group.get("l1_weight_decay", 0.0)
         shrink = 1 - lr * wd if wd and group.get("decoupled_weight_decay") else None
@@ -498,6 +503,14 @@ def _grad(g, a, maximize: bool, weight_decay: float, l1: float, out, tmp):
         tmp *= l1
         out += tmp
     return out
+
+
+def _refuse_sparse(opt: Optimizer, group: dict[str, Any]) -> None:
+    """PyTorch's error for a sparse gradient given to an optimizer whose update needs dense ones."""
+    for p in group["params"]:
+        if p._grad.__class__ is SparseTensor:
+            raise RuntimeError(f"{type(opt).__name__} does not support sparse gradients, please consider SparseAdam "
+                               f"instead")
 
 
 def _check_number(opt: str, name: str, value) -> None:
