@@ -718,17 +718,49 @@ def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
 
 
 def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
-    backend.check_same_device("allclose", (input._data, other._data))
-    xp = backend.array_module(input._data)
-    return bool(xp.allclose(input._data, other._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    """Whether every element of input is close to other's (`isclose`), as a Python bool."""
+    return bool(_isclose(input, other, rtol, atol, equal_nan, "allclose").all())
 
 
 @traced
-def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
-    o = other._data if isinstance(other, Tensor) else other
-    backend.check_same_device("isclose", (input._data, o))
-    xp = backend.array_module(input._data)
-    return make(xp.asarray(xp.isclose(input._data, o, rtol=rtol, atol=atol, equal_nan=equal_nan)))
+def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """|input - other| ≤ atol + rtol·|other| elementwise (a bool tensor; input and other broadcast and have one
+    dtype). Infinities are close only to themselves; NaN to nothing, or to NaN when equal_nan. Integer and bool
+    tensors are compared in the default float dtype, as in PyTorch."""
+    return make(_isclose(input, other, rtol, atol, equal_nan, "isclose"))
+
+
+def _isclose(input, other, rtol, atol, equal_nan, op: str):
+    for pos, (name, v) in enumerate((("input", input), ("other", other)), 1):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"{op}(): argument '{name}' (position {pos}) must be Tensor, not {type(v).__name__}")
+    if not isinstance(equal_nan, bool):
+        raise TypeError(f"{op}(): argument 'equal_nan' must be bool, not {type(equal_nan).__name__}")
+    for name, tol in (("rtol", rtol), ("atol", atol)):
+        if not isinstance(tol, (int, float)) or isinstance(tol, bool):
+            raise TypeError(f"{op}(): argument '{name}' must be a number, not {type(tol).__name__}")
+        if tol < 0:
+            raise RuntimeError(f"{op}(): {name} must be greater than or equal to zero, but got {tol}")
+    x, y = input._data, other._data
+    if x.dtype != y.dtype:
+        raise RuntimeError(f"{op}(): input ({input.dtype}) and other ({other.dtype}) must have the same dtype "
+                           f"({dt.FROM_NP[x.dtype]} did not match {dt.FROM_NP[y.dtype]}); convert one with .to()")
+    backend.check_same_device(op, (x, y))
+    check_broadcast(x, y, op)
+    xp = backend.array_module(x)
+    with on_device_of(x):
+        close = x == y
+        if equal_nan and dt.is_float(x.dtype):
+            close |= xp.isnan(x) & xp.isnan(y)
+        if rtol == 0 and atol == 0:
+            return xp.asarray(close)
+        if not dt.is_float(x.dtype) or x.dtype.itemsize < 4:  # integers and bool (and 16-bit floats: in float32)
+            f = dt.NP_DEFAULT_FLOAT if not dt.is_float(x.dtype) else np.float32
+            x, y = x.astype(f), y.astype(f)
+        with np.errstate(all="ignore"):
+            actual = xp.abs(x - y)
+            close |= xp.isfinite(actual) & (actual <= atol + xp.abs(rtol * y))
+        return xp.asarray(close)
 
 
 _add, _mul, _div, _pow = _binop(Add, "add"), _binop(Mul, "mul"), _binop(Div, "div"), _binop(Pow, "pow")
