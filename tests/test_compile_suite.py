@@ -25,7 +25,8 @@ pytestmark = requires_torch  # (so conftest.py marks these `parity`)
 # The op families and nn layers (as tests/test_device_suite.py), whole models and training loops, and the
 # recurrent and attention layers (RNN/LSTM/GRU, MultiheadAttention, Transformer).
 COMPILE_SUITES = SUITES + ["test_nn_models.py", "test_nn_rnn.py", "test_nn_attention.py", "test_sorting.py",
-                           "test_counting.py", "test_linalg_ext.py", "test_indexing_ext.py", "test_statistics.py"]
+                           "test_counting.py", "test_linalg_ext.py", "test_indexing_ext.py", "test_statistics.py",
+                           "test_special.py", "test_elementwise_ext.py"]
 
 
 @pytest.mark.skipif(os.environ.get("EMBER_TEST_COMPILE") == "1", reason="already running compiled")

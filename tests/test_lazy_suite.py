@@ -23,7 +23,8 @@ pytestmark = requires_torch  # (so conftest.py marks these `parity`)
 
 LAZY_SUITES = SUITES + ["test_autograd.py", "test_inplace.py", "test_nn_models.py", "test_nn_rnn.py",
                         "test_nn_attention.py", "test_optim.py", "test_data_attr.py", "test_sorting.py",
-                        "test_counting.py", "test_linalg_ext.py", "test_indexing_ext.py", "test_statistics.py"]
+                        "test_counting.py", "test_linalg_ext.py", "test_indexing_ext.py", "test_statistics.py",
+                        "test_special.py", "test_elementwise_ext.py"]
 # three processes, not one per suite: each start (PyTorch's import) costs ~3 s of CI's time
 GROUPS = {"ops": LAZY_SUITES[:7] + LAZY_SUITES[21:], "nn": LAZY_SUITES[7:14], "autograd-models-optim": LAZY_SUITES[14:21]}
 
