@@ -47,7 +47,7 @@ from .serialization import save, load
 from . import nn, optim, utils  # noqa: E402  (after the ops: nn, optim and utils.data build on them)
 # the nn.functional ops PyTorch also exports as `torch.<name>` with the same positional arguments (those whose
 # torch-level form differs, e.g. torch.embedding(weight, input) or losses taking reduction as an int, are not)
-for _name in ("adaptive_avg_pool1d", "adaptive_max_pool1d", "alpha_dropout", "avg_pool1d", "bilinear", "celu", "celu_",
+for _name in ("adaptive_avg_pool1d", "alpha_dropout", "avg_pool1d", "bilinear", "celu", "celu_",
               "channel_shuffle", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
               "conv_transpose3d", "cosine_similarity", "dropout", "feature_alpha_dropout", "group_norm", "hardshrink",
               "layer_norm", "max_pool1d", "max_pool1d_with_indices", "max_pool2d", "max_pool3d", "pairwise_distance",
@@ -56,6 +56,7 @@ for _name in ("adaptive_avg_pool1d", "adaptive_max_pool1d", "alpha_dropout", "av
     if _name not in globals() and hasattr(nn.functional, _name):
         globals()[_name] = getattr(nn.functional, _name)
 del _name
+adaptive_max_pool1d = nn.functional.adaptive_max_pool1d_with_indices  # (torch's returns values and indices)
 from . import compiler, _dynamo  # noqa: E402  (after nn: compiled modules are Modules)
 from .compiler import compile  # noqa: E402,A004  (ember.compile, as torch.compile)
 from ._lazy import lazy  # noqa: E402  (lazy evaluation: `with ember.lazy():`, or EMBER_LAZY=1)

@@ -8,6 +8,7 @@ The two ops are each other's adjoint, so each one's gradient is the other.
 from __future__ import annotations
 
 from .. import backend
+from .. import _dtype as dt
 from .._tensor import Tensor
 from ..autograd.function import Op
 from .nn_args import ntuple, tensor_arg
@@ -68,6 +69,11 @@ def _fold_args(op: str, kernel_size, dilation, padding, stride) -> Win:
     return Win(k, s, d, tuple((v, v) for v in p))
 
 
+def _float_only(op: str, x: Tensor) -> None:
+    if not dt.is_float(x._data.dtype):  # as PyTorch, whose im2col/col2im kernels are floating-point only
+        raise NotImplementedError(f"{op}(): not implemented for {x.dtype} input; convert it with .float()")
+
+
 def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Sliding local blocks of (N, C, H, W) (or (C, H, W)) as columns: (N, C·kH·kW, L), L the number of blocks."""
     x = tensor_arg(input, "unfold", "input", 1)
@@ -75,6 +81,7 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
     if x.ndim not in (3, 4):
         raise RuntimeError(f"unfold(): Input Error: Only 3D or 4D input Tensors are supported (got {x.ndim}D, "
                            f"size {list(x.shape)})")
+    _float_only("unfold", x)
     batched = x.ndim == 4
     hw = tuple(x.shape[-2:])
     ohw = win.out(hw)
@@ -95,6 +102,7 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
     if x.ndim not in (2, 3):
         raise RuntimeError(f"fold(): Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported "
                            f"(got {x.ndim}D, size {list(x.shape)})")
+    _float_only("fold", x)
     batched = x.ndim == 3
     kk = win.k[0] * win.k[1]
     c_kk, length = x.shape[-2:]

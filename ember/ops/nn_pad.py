@@ -42,7 +42,9 @@ def _pad_index(n: int, l: int, r: int, mode: str) -> np.ndarray:
         return np.where(i >= n, 2 * (n - 1) - i, i)
     if mode == "replicate":
         return np.clip(i, 0, n - 1)
-    return i % n  # circular
+    # circular: the input cropped by the negative pads, wrapped around (as PyTorch)
+    lo, m = max(-l, 0), n - max(-l, 0) - max(-r, 0)
+    return lo + (np.arange(n + l + r) - max(l, 0)) % m
 
 
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
