@@ -37,6 +37,7 @@ CASES = {
     "relu": lambda m, F, x, y, w: m.relu(x),
     "gelu": lambda m, F, x, y, w: F.gelu(x),
     "layer_norm": lambda m, F, x, y, w: F.layer_norm(x, (5,)),
+    "linear": lambda m, F, x, y, w: F.linear(x, w.t()),
     "cross_entropy": lambda m, F, x, y, w: F.cross_entropy(x, m.tensor([0, 1, 2, 3])),
     "cat": lambda m, F, x, y, w: m.cat([x, y]),
     "transpose_slice": lambda m, F, x, y, w: x.t()[1:4, ::2],

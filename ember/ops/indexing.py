@@ -54,7 +54,7 @@ def _index_item(it, base):
             a = np.asarray(_unwrap(it))
         except ValueError:
             raise IndexError(f"an index sequence must be rectangular, got {it!r}") from None
-        if a.size == 0 and a.dtype.kind == "f":
+        if a.size == 0 and dt.is_float(a.dtype):
             a = a.astype(np.int64)  # [] is an empty integer index
     elif hasattr(it, "__index__"):
         return operator.index(it)
@@ -229,7 +229,7 @@ def _add_at(out, index, src) -> None:
 
 def add_rows(out, rows, src) -> None:
     """out[rows[i]] += src[i] over i, adding repeated rows (rows non-negative and 1-D)."""
-    if (src.ndim >= 2 and rows.size >= 64 and src.size >= 16 * rows.size and out.dtype.kind == "f"):
+    if (src.ndim >= 2 and rows.size >= 64 and src.size >= 16 * rows.size and dt.is_float(out.dtype)):
         # sort + segment sums beats np.add.at about 2x when each row is a vector (embedding gradients)
         xp = backend.array_module(out)
         order = xp.argsort(rows)
@@ -412,7 +412,7 @@ def setitem(self: Tensor, index, value) -> None:
         if idx[2] and value._data.dtype != self._data.dtype and type(index) is not bool \
                 and not _masked_fill_write(idx, value):
             _dtype_mismatch(self, value)
-        graph = MODE.grad and (self._requires_grad or value._requires_grad) and self._data.dtype.kind == "f"
+        graph = MODE.grad and (self._requires_grad or value._requires_grad) and dt.is_float(self._data.dtype)
         if graph and value._data.dtype != self._data.dtype:
             value = value.to(self.dtype)
         if not graph and value._data.__class__ is not self._data.__class__:
@@ -682,7 +682,7 @@ class Put(Op):
         n = int(np.prod(shape))
         xp = backend.array_module(g)
         with on_device_of(g):
-            if g.dtype.kind == "f":
+            if dt.is_float(g.dtype):
                 z = xp.bincount(index.reshape(-1), weights=g.reshape(-1), minlength=n).astype(g.dtype, copy=False)
             else:
                 z = xp.zeros(n, g.dtype)

@@ -121,11 +121,11 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         _need_tensor("linear", "weight", weight, 2)
         _need_tensor("linear", "bias", bias, 3)  # (reached only when bias is not None)
     x, w = input._data, weight._data
-    if x.dtype is not w.dtype or x.dtype.kind != "f":
+    if x.dtype is not w.dtype or not dt.is_float(x.dtype):
         if x.dtype != w.dtype:
             raise RuntimeError(f"linear(): expected input and weight to have the same dtype, but got: "
                                f"{c_type_name(x)} != {c_type_name(w)}; convert one with .to(dtype)")
-        if x.dtype.kind != "f":
+        if not dt.is_float(x.dtype):
             raise RuntimeError(f"linear(): not implemented for {_float_name(x.dtype)} tensors; use float tensors")
     if x.ndim == 0 or w.ndim == 0 or w.ndim > 2:
         if w.ndim > 2:
@@ -620,7 +620,7 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     """Σ (x1/‖x1‖)(x2/‖x2‖) along dim, each norm floored at eps; x1 and x2 broadcast to a common shape."""
     _need_tensor("cosine_similarity", "x1", x1, 1)
     _need_tensor("cosine_similarity", "x2", x2, 2)
-    if x1._data.dtype.kind != "f" and x2._data.dtype.kind != "f":
+    if not dt.is_float(x1._data.dtype) and not dt.is_float(x2._data.dtype):
         raise RuntimeError(f"cosine_similarity(): expected common dtype to be floating point, yet common dtype is "
                            f"{_float_name(np.result_type(x1._data.dtype, x2._data.dtype))}")
     try:

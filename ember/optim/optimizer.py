@@ -469,7 +469,7 @@ def _load_value(p: Tensor, index, key, value):
                              f"parameter has shape {tuple(p._data.shape)}")
         dev = device_of(p._data)
         moved = transfer(arr, dev)
-        dtype = p._data.dtype if p._data.dtype.kind == "f" else arr.dtype
+        dtype = p._data.dtype if dt.is_float(p._data.dtype) else arr.dtype
         if moved is not arr and moved.dtype == dtype:
             return make(moved)  # already a fresh copy
         with on(dev):
