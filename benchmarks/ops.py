@@ -3,7 +3,8 @@
 Each op family contributes `benchmarks/ops_<family>.py` with a list `CASES` of `Case`s: one call on
 realistic inputs, the NumPy/SciPy routine doing the same work, and PyTorch's call. Every case is timed
 for ember, NumPy and PyTorch in one process, interleaved repeat by repeat (median of the repeats, each
-repeat the best of a few calls), with every library's thread pools limited to the same count
+repeat the best of a few calls, each started once the previous one's threads are idle, as in the suite's
+harness), with every library's thread pools limited to the same count
 (threadpoolctl for NumPy's BLAS/OpenMP, `torch.set_num_threads` for PyTorch). Cases with `grad` also time
 ember's backward (against a fixed random cotangent) and report it over the forward: the issue's target is
 a backward no slower than two forwards.
@@ -23,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+
+from ._harness import wait_idle
 
 
 @dataclass
@@ -104,10 +107,16 @@ def measure(case: Case, repeats: int, torch=None) -> dict:
             for t in g_in.values():
                 t.grad = None
         fns["ember fwd+bwd"] = backward
-    calls = {k: _calls_for(f) for k, f in fns.items()}
+    calls = {}
+    for k, f in fns.items():
+        wait_idle()
+        calls[k] = _calls_for(f)
     samples: dict[str, list] = {k: [] for k in fns}
     for _ in range(repeats):
         for k, f in fns.items():
+            # each sample starts once the previous one's threads are idle: a library's spinning pool (OpenMP's
+            # wait policy, OpenBLAS's) must not take the cores from the next one (benchmarks/_harness.py)
+            wait_idle()
             samples[k].append(_best_of(f, calls[k]))
     return {k: statistics.median(v) for k, v in samples.items()}
 
