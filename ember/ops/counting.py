@@ -10,7 +10,6 @@ index); logcumsumexp is an Op with a log-space (overflow-free) forward and backw
 """
 from __future__ import annotations
 
-import collections
 import math
 
 import numpy as np
@@ -21,7 +20,7 @@ from .._tensor import Tensor, make, normalize_dim
 from ..autograd.function import Op
 from .arithmetic import where
 from .indexing import gather
-from .reduce import _apply, _result_type, return_types
+from .reduce import _apply, _result_type, register_return_type, return_types
 from .registry import Exports
 from .. import _dtype as dt
 
@@ -33,17 +32,11 @@ _NAMES = {"float16": "Half", "float32": "Float", "float64": "Double", "int8": "C
           "int32": "Int", "int64": "Long", "uint8": "Byte", "bool": "Bool", "bfloat16": "BFloat16"}
 
 
-def _histogram_type():
-    """`(hist, bin_edges)`, like torch.return_types.histogram; picklable as ember.ops.reduce.return_types.histogram."""
-    cls = collections.namedtuple("histogram", ["hist", "bin_edges"])
-    cls.__module__, cls.__qualname__ = return_types.__module__, "return_types.histogram"
-    cls.__repr__ = lambda self: f"ember.return_types.histogram(\nhist={self.hist!r},\nbin_edges={self.bin_edges!r})"
-    return cls
 
 
 return_types.cummax = _result_type("cummax")
 return_types.cummin = _result_type("cummin")
-return_types.histogram = _histogram_type()
+register_return_type("histogram", ("hist", "bin_edges"))
 
 
 # ---------------------------------------------------------------------- argument handling

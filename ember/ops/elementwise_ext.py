@@ -13,7 +13,6 @@ Integer and bool inputs of float-valued functions are promoted to the default fl
 """
 from __future__ import annotations
 
-import collections
 import math
 
 import numpy as np
@@ -112,17 +111,7 @@ def _no_ints(op: str, *ts) -> None:
                                       f"dtype first (e.g. .float())")
 
 
-def _named(name: str, fields: tuple):
-    """A named tuple ember.return_types.<name>, picklable (as max's), printed as PyTorch prints its return types."""
-    cls = collections.namedtuple(name, fields)
-    cls.__module__, cls.__qualname__ = _reduce.__name__, "return_types." + name
-
-    def __repr__(self) -> str:
-        body = ",\n".join(f"{f}={v!r}" for f, v in zip(fields, self))
-        return f"ember.return_types.{name}(\n{body})"
-    cls.__repr__ = __repr__
-    setattr(return_types, name, cls)
-    return cls
+_named = _reduce.register_return_type  # ember.return_types.<name>
 
 
 _named("frexp", ("mantissa", "exponent"))

@@ -23,7 +23,6 @@ real and raise a RuntimeError (saying that the result is complex) otherwise.
 """
 from __future__ import annotations
 
-import collections
 import math
 import warnings
 
@@ -56,17 +55,7 @@ class LinAlgError(RuntimeError):
     """A linear-algebra routine could not complete on its input (a singular or non-positive-definite matrix)."""
 
 
-def _named(name: str, fields: tuple):
-    """A named tuple ember.return_types.<name>, picklable, printed as PyTorch prints its return types."""
-    cls = collections.namedtuple(name, fields)
-    cls.__module__, cls.__qualname__ = reduce.__name__, "return_types." + name
-
-    def __repr__(self) -> str:
-        body = ",\n".join(f"{f}={v!r}" for f, v in zip(fields, self))
-        return f"ember.return_types.{name}(\n{body})"
-    cls.__repr__ = __repr__
-    setattr(return_types, name, cls)
-    return cls
+_named = reduce.register_return_type  # ember.return_types.<name>
 
 
 _SLOGDET = _named("slogdet", ("sign", "logabsdet"))

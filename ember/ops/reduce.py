@@ -344,10 +344,15 @@ def gather_scatter(cls, t: Tensor, idx, axis: int, keepdim: bool, *shape) -> Ten
     return dispatch(object.__new__(cls), (t, it, axis, keepdim) + shape, (t._data, it._data, axis, keepdim) + shape)
 
 
-def _result_type(name: str):
-    cls = collections.namedtuple(name, ["values", "indices"])
+def _result_type(name: str, fields: tuple = ("values", "indices")):
+    """A named tuple like torch.return_types.<name>, printed as PyTorch prints them."""
+    cls = collections.namedtuple(name, fields)
     cls.__module__, cls.__qualname__ = __name__, "return_types." + name  # picklable as ember.ops.reduce.return_types.<name>
-    cls.__repr__ = lambda self: f"ember.return_types.{name}(\nvalues={self.values!r},\nindices={self.indices!r})"
+
+    def __repr__(self) -> str:
+        body = ",\n".join(f"{f}={v!r}" for f, v in zip(fields, self))
+        return f"ember.return_types.{name}(\n{body})"
+    cls.__repr__ = __repr__
     return cls
 
 
@@ -356,6 +361,13 @@ class return_types:
 
     max = _result_type("max")
     min = _result_type("min")
+
+
+def register_return_type(name: str, fields: tuple) -> type:
+    """Make (and return) the named tuple `ember.return_types.<name>` with `fields`."""
+    cls = _result_type(name, fields)
+    setattr(return_types, name, cls)
+    return cls
 
 
 def _max_min(x, dim, keepdim: bool, largest: bool, op: str):
