@@ -52,7 +52,8 @@ class Tensor:
     writes directly so that the checks cost nothing on the hot paths.
     """
 
-    __slots__ = ("_data", "_grad", "_requires_grad", "_edge", "_vc", "_base", "name", "_hooks", "__weakref__")
+    # `_fw` (forward-mode tangents, ember.autograd.forward_ad) is left unset by `make`: only dual tensors have it
+    __slots__ = ("_data", "_grad", "_requires_grad", "_edge", "_vc", "_base", "name", "_hooks", "_fw", "__weakref__")
     __array_priority__ = 1000
 
     def __new__(cls, *args, requires_grad: bool = False, dtype=None, device=None) -> "Tensor":

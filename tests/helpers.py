@@ -52,6 +52,12 @@ DEVICE = os.environ.get("EMBER_TEST_DEVICE", "cpu")
 # the result that is checked comes from the next call: a replay of the captured program.
 COMPILE = os.environ.get("EMBER_TEST_COMPILE") == "1"
 
+# Forward mode is checked wherever reverse mode is: `check_grad`'s gradcheck also builds the Jacobian from jvps
+# (check_forward_ad) and `compare_torch` also compares the outputs' tangents with PyTorch's forward AD.
+# EMBER_TEST_FORWARD_AD=0 turns that off (to bisect a failure to one mode). Not under EMBER_TEST_COMPILE: a
+# compiled program replays reverse mode only (forward AD runs eagerly, ember/compiler).
+FORWARD_AD = os.environ.get("EMBER_TEST_FORWARD_AD", "1") == "1"
+
 
 def host(t) -> np.ndarray:
     """A tensor's values as a NumPy array, from any device."""
@@ -86,7 +92,7 @@ def check_grad(fn, *arrays, gradgrad: bool = True, eps: float = 1e-6, atol: floa
     xs = leaves()
     if COMPILE:
         fn = captured(fn, *leaves())
-    assert ember.autograd.gradcheck(fn, xs, eps=eps, atol=atol, rtol=rtol)
+    assert ember.autograd.gradcheck(fn, xs, eps=eps, atol=atol, rtol=rtol, check_forward_ad=FORWARD_AD and not COMPILE)
     if gradgrad:
         assert ember.autograd.gradgradcheck(fn, xs, eps=eps, atol=atol, rtol=rtol)
 
@@ -137,6 +143,41 @@ def compare_torch(ember_fn, torch_fn, *arrays, rtol: float | None = None, atol: 
             assert eg.shape == tuple(tg.shape)
             assert eg.device == e.device, f"gradient of input {i} on {eg.device}, input on {e.device}"
             np.testing.assert_allclose(host(eg), tg.numpy(), rtol=rtol, atol=atol, err_msg=f"gradient of input {i}")
+    if FORWARD_AD and not COMPILE:
+        compare_torch_jvp(ember_fn, torch_fn, *arrays, rtol=rtol, atol=atol, seed=seed)
+
+
+def compare_torch_jvp(ember_fn, torch_fn, *arrays, rtol: float = 1e-7, atol: float = 1e-9, seed: int = 1) -> None:
+    """Forward mode against PyTorch's: the tangents of the outputs when every float input carries the same random
+    tangent in both. Skipped where PyTorch itself has no forward-mode formula for an op of `torch_fn`."""
+    import torch.autograd.forward_ad as tfw
+    from ember.autograd import forward_ad as efw
+    rng = np.random.default_rng(seed + 1)
+    tans = [rng.standard_normal(a.shape).astype(a.dtype) if a.dtype.kind == "f" else None for a in arrays]
+    try:
+        with tfw.dual_level():
+            t_in = [tfw.make_dual(torch.tensor(a), torch.from_numpy(t.copy())) if t is not None else torch.tensor(a)
+                    for a, t in zip(arrays, tans)]
+            t_out = torch_fn(*t_in)
+            t_outs = t_out if isinstance(t_out, (tuple, list)) else (t_out,)
+            t_tans = [tfw.unpack_dual(o).tangent if isinstance(o, torch.Tensor) else None for o in t_outs]
+    except (NotImplementedError, RuntimeError) as err:
+        if "forward AD" in str(err) or "forward-mode" in str(err) or "forward grad" in str(err):
+            return  # PyTorch has no forward-mode formula here: nothing to compare with
+        raise
+    with efw.dual_level():
+        e_in = [efw.make_dual(leaf(a, False), leaf(t, False)) if t is not None else leaf(a, False)
+                for a, t in zip(arrays, tans)]
+        e_out = ember_fn(*e_in)
+        e_outs = e_out if isinstance(e_out, (tuple, list)) else (e_out,)
+        for k, (eo, tt) in enumerate(zip(e_outs, t_tans)):
+            et = efw.unpack_dual(eo).tangent if isinstance(eo, ember.Tensor) else None
+            if tt is None:
+                assert et is None or np.allclose(host(et), 0), f"output {k}: ember has a tangent, PyTorch none"
+                continue
+            assert et is not None, f"output {k}: PyTorch has a tangent, ember none"
+            assert tuple(et.shape) == tuple(tt.shape), (et.shape, tt.shape)
+            np.testing.assert_allclose(host(et), tt.detach().numpy(), rtol=rtol, atol=atol, err_msg=f"tangent of output {k}")
 
 
 def captured(fn, *args):

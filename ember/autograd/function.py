@@ -170,8 +170,79 @@ class Op(Node):
     def backward(self, gz, *inputs):
         raise NotImplementedError("abstract: a subclass of Op defines backward")
 
+    def jvp(self, tangents: tuple, *inputs):
+        """Forward mode: the tangent of the result given one tangent per input, written with ember ops beside
+        `backward` so that it is itself differentiable (forward over reverse).
+
+        `tangents[i]` is input i's tangent (a Tensor), or the number 0 where it has none (a number, an integer
+        tensor, a float tensor that is not dual), so rules read like the math: `t[0] * y + x * t[1]`. Return a
+        Tensor (or 0), or for several outputs a tuple with one per output (None for an integer output).
+        `self.result()` is the op's result and what `forward` stored on the node is there too. Ready-made rules:
+        `elementwise_jvp` (the backward formula applied to the tangent) and `reapply` (linear ops). An op
+        without a rule raises PyTorch's error."""
+        from .forward_ad import unsupported
+        raise unsupported(self)
+
+    def result(self):
+        """In `jvp`: the op's result (a Tensor, or a tuple of Tensors for several outputs)."""
+        return self._fw_call[3]
+
+    def reapply(self, *tangents):
+        """In `jvp`: this op applied again, with the same constants and attributes, to the tangents in place of
+        its inputs: the tangent of an op that is linear in its tensor inputs (`x[idx]`, `cat`, `sum`, a view).
+        `tangents[i]`: a Tensor replaces input i; 0 replaces a float tensor input by zeros and keeps any other
+        (an index, a number); None keeps input i (so `self.reapply(t[0], None)` is the term of a bilinear op
+        that is linear in input 0 with input 1 held)."""
+        inputs, arrays, attrs, _ = self._fw_call
+        new_inputs, new_arrays = list(inputs), list(arrays)
+        for i, a in enumerate(tangents):
+            old = inputs[i]
+            if a is None:
+                continue
+            if a.__class__ not in TENSOR_TYPES:
+                if old.__class__ not in TENSOR_TYPES or not dt.is_float(old._data.dtype):
+                    continue  # an index or a constant: kept
+                from .. import backend
+                a = make(backend.array_module(old._data).zeros_like(old._data))
+            new_inputs[i] = a
+            d = a._data
+            was = arrays[i]
+            if was.__class__ is _ndarray and d.__class__ is _ndarray and d.dtype != was.dtype:
+                d = d.astype(was.dtype)  # the caller promoted this input (e.g. float32 * float64): the same here
+            new_arrays[i] = d
+        return dispatch(_new(type(self)), tuple(new_inputs), tuple(new_arrays), attrs)
+
+    def elementwise_jvp(self, tangents: tuple, *inputs):
+        """In `jvp`, for an elementwise op: its Jacobian with respect to each input is diagonal, hence equal to its
+        own transpose, so the tangent is `backward` applied to the tangents: sum over inputs i of
+        dz/dx_i * x_i' (broadcasting as the op does). Set `jvp = Op.elementwise_jvp` beside such a `backward`."""
+        had = True
+        try:
+            nxt = self.next
+        except AttributeError:  # (not recorded: no reverse-mode graph)
+            had = False
+        total = None
+        try:
+            for i, t in enumerate(tangents):
+                if t.__class__ not in TENSOR_TYPES:
+                    continue
+                self.next = tuple([True if j == i else None for j in range(len(inputs))])  # `needs(i)` only
+                g = self.backward(t, *inputs) if self.saves_inputs else self.backward(t)
+                g = g[i] if g.__class__ is tuple else g
+                total = g if total is None else total + g
+        finally:
+            if had:
+                self.next = nxt
+            else:
+                del self.next
+        return 0 if total is None else total
+
     def output(self) -> Tensor:
-        """The op's result, as a Tensor whose grad_fn is this node (so double backward works)."""
+        """The op's result, as a Tensor whose grad_fn is this node (so double backward works); in `jvp`, the
+        result itself (also when it was not recorded)."""
+        call = self.__dict__.get("_fw_call")
+        if call is not None:
+            return call[3]
         return make(self.out, True, self)
 
     def needs(self, i: int) -> bool:
@@ -183,7 +254,8 @@ class Op(Node):
         Runs `fast_backward` when the op has one and grad mode is off (the backward pass itself is
         not recorded), else `backward`."""
         inputs = self.inputs
-        fn = self.backward if (self.fast_backward is None or MODE.grad) else self.fast_backward
+        # (forward AD on: the backward's ops must carry tangents, so they run as ember ops, forward over reverse)
+        fn = self.backward if (self.fast_backward is None or MODE.grad or MODE.fw) else self.fast_backward
         if MODE.lowp and fn is not self.backward and g.__class__ in TENSOR_TYPES and g._data.dtype in dt.LOW_FLOATS:
             fn = self.backward  # its ops compute 16-bit floats in float32 (`dispatch`); fast_backward's arrays would not
         if inputs is not None:
@@ -287,6 +359,34 @@ def dispatch(node: Node, inputs: tuple, arrays, attrs: dict | None = None) -> Te
     """
     if _tracer is not None and _tracer.depth == 0:
         return _tracer.dispatch(node, inputs, arrays, attrs)
+    if MODE.extra:  # 16-bit floats, forward-mode AD or autocast: the rare modes, one test on the hot path
+        return _dispatch_modes(node, inputs, arrays, attrs)
+    out = node.forward(*arrays, **attrs) if attrs else node.forward(*arrays)
+    if out.__class__ is not _ndarray:
+        out = _as_arrays(out)
+    if MODE.grad:
+        for a in inputs:
+            if a.__class__ in TENSOR_TYPES and a._requires_grad:
+                return record(node, inputs, out)
+    return make(out) if out.__class__ is not tuple else tuple([make(o) for o in out])
+
+
+def _as_arrays(out):
+    """A forward's result as dispatch keeps it: an array, or a tuple of arrays for several outputs (split, an RNN
+    layer). NumPy returns scalars from 0-d reductions: results are always arrays."""
+    if out.__class__ is tuple or out.__class__ is list:
+        return tuple([np.asarray(o) if isinstance(o, _generic) else o for o in out])
+    return np.asarray(out) if isinstance(out, _generic) else out
+
+
+def _dispatch_modes(node: Node, inputs: tuple, arrays, attrs):
+    """`dispatch` when a rare mode is on, in the order the modes compose: autocast casts the inputs first (as
+    recorded casts, so gradients flow back through them); 16-bit floats are computed in float32 and rounded
+    once; the result is recorded for reverse mode as always; then forward-mode AD gives it its tangents."""
+    if MODE.autocast is not None:
+        from ..amp.autocast_mode import cast_inputs
+        inputs, arrays = cast_inputs(node, inputs, arrays)
+    given = arrays  # (forward AD re-applies linear ops to tangents in place of these)
     low = None
     if MODE.lowp:  # a float16/bfloat16 dtype has been used: their ops compute in float32 (`_low_float`)
         low = _low_float(node, arrays)
@@ -294,17 +394,21 @@ def dispatch(node: Node, inputs: tuple, arrays, attrs: dict | None = None) -> Te
             arrays = _widen(node, arrays, low)
     out = node.forward(*arrays, **attrs) if attrs else node.forward(*arrays)
     if out.__class__ is not _ndarray:
-        if out.__class__ is tuple or out.__class__ is list:  # several outputs (split, an RNN layer)
-            out = tuple([np.asarray(o) if isinstance(o, _generic) else o for o in out])
-        elif isinstance(out, _generic):
-            out = np.asarray(out)  # NumPy returns scalars from 0-d reductions: results are always arrays
+        out = _as_arrays(out)
     if low is not None:  # round once, back to the inputs' 16-bit dtype
         out = tuple([_round_to(o, low) for o in out]) if out.__class__ is tuple else _round_to(out, low)
+    result = None
     if MODE.grad:
         for a in inputs:
             if a.__class__ in TENSOR_TYPES and a._requires_grad:
-                return record(node, inputs, out)
-    return make(out) if out.__class__ is not tuple else tuple([make(o) for o in out])
+                result = record(node, inputs, out)
+                break
+    if result is None:
+        result = make(out) if out.__class__ is not tuple else tuple([make(o) for o in out])
+    if MODE.fw:
+        from .forward_ad import propagate
+        propagate(node, inputs, given, attrs, result)
+    return result
 
 
 # ---------------------------------------------------------------------- 16-bit floats
@@ -392,12 +496,18 @@ class FunctionCtx(Node):
 
     @property
     def saved_tensors(self) -> tuple:
+        if self.__dict__.get("_in_jvp"):
+            return self.__dict__.get("_fw_saved", ())
         self._check_saved()
         if self.inputs is None:
             return ()
         # outputs were saved as (array, output index) to keep the graph free of cycles
         return tuple(make(t[0], True, self if self.n_out == 1 else Slot(self, t[1])) if type(t) is tuple else t
                      for t in self.inputs)
+
+    def save_for_forward(self, *tensors) -> None:
+        """Keep tensors for the Function's `jvp`, which reads them back as `ctx.saved_tensors` (as in PyTorch)."""
+        self._fw_saved = tensors
 
     def mark_non_differentiable(self, *tensors) -> None:
         self._non_diff = {id(t) for t in tensors}
@@ -467,6 +577,45 @@ class FunctionCtx(Node):
         return tuple(out)
 
 
+def _function_jvp(cls, ctx, args: tuple, outs: tuple) -> tuple:
+    """Forward AD through a user Function: its static `jvp(ctx, *tangents)` (one tangent per forward input, zeros
+    for a tensor without one, None for a non-tensor) gives one tangent per output, as in PyTorch."""
+    from . import forward_ad as fw
+    for level in MODE.fw:
+        if not any(isinstance(a, Tensor) and fw.tangent_of(a, level) is not None for a in args):
+            continue
+        if cls.jvp is Function.jvp:
+            raise NotImplementedError(f"Trying to use forward AD with {cls.__name__} that does not support it because "
+                                      f"it has not been implemented yet. Define a static jvp(ctx, *tangents) on it "
+                                      f"(and save what it needs with ctx.save_for_forward).")
+        tans = []
+        for a in args:
+            if isinstance(a, Tensor):
+                t = fw.tangent_of(a, level)
+                tans.append(t if t is not None else make(a._data * 0))
+            else:
+                tans.append(None)
+        levels = MODE.fw
+        MODE.fw = levels[:levels.index(level)]
+        MODE.refresh()
+        ctx._in_jvp = True
+        try:
+            r = cls.jvp(ctx, *tans)
+        finally:
+            ctx._in_jvp = False
+            MODE.fw = levels
+            MODE.refresh()
+        r = r if isinstance(r, tuple) else (r,)
+        if len(r) != len(outs):
+            raise RuntimeError(f"function {cls.__name__}.jvp returned an incorrect number of tangents (expected "
+                               f"{len(outs)}, got {len(r)})")
+        outs = tuple(o.detach() if isinstance(o, Tensor) and any(o is a for a in args) else o for o in outs)
+        for o, t in zip(outs, r):
+            if isinstance(o, Tensor) and t is not None and dt.is_float(o._data.dtype):
+                fw.set_tangent(o, level, t)
+    return outs
+
+
 def _zeros_meta(meta):
     from .. import backend
     shape, dtype, dev = meta
@@ -505,6 +654,11 @@ class Function(metaclass=_FunctionMeta):
     def backward(ctx, *grad_outputs):
         raise NotImplementedError("abstract: a subclass of Function defines a static backward(ctx, *grads)")
 
+    @staticmethod
+    def jvp(ctx, *tangents):
+        """Forward mode (optional): the outputs' tangents from the inputs' (see `_function_jvp`)."""
+        raise NotImplementedError("abstract: a subclass of Function that supports forward AD defines a static jvp")
+
     @classmethod
     def apply(cls, *args, **kwargs):
         if _tracer is not None:
@@ -516,14 +670,23 @@ class Function(metaclass=_FunctionMeta):
         ctx._to_save = None
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
         recording = MODE.grad and any(ctx.needs_input_grad)
-        prev = MODE.grad
+        prev, levels = MODE.grad, MODE.fw
         MODE.grad = False
+        if levels:  # the Function's derivative is its own: its forward's ops carry no tangents (its `jvp` gives them)
+            MODE.fw = ()
+            MODE.refresh()
         try:
             outputs = cls.forward(ctx, *args, **kwargs)
         finally:
             MODE.grad = prev
+            if levels:
+                MODE.fw = levels
+                MODE.refresh()
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
+        if levels:
+            outs = _function_jvp(cls, ctx, args, outs)
+            outputs = outs[0] if single else outs
         if not recording:
             return outputs
         non_diff = getattr(ctx, "_non_diff", ())

@@ -13,10 +13,24 @@ import threading
 class _Mode(threading.local):
     # True once a float16/bfloat16 dtype is in use (all threads): `dispatch` then computes their ops in float32
     lowp = False
+    # `dispatch`'s one test for the rare modes: 16-bit floats in use, forward-mode AD levels or autocast active.
+    # A class attribute while only `lowp` (global) asks for it; a thread in forward AD or autocast sets its own
+    # (`refresh`), so the hot path reads one attribute whatever is on.
+    extra = False
 
     def __init__(self) -> None:  # runs once per thread: every thread starts with grad on
         self.grad = True
         self.anomaly = False
+        self.fw = ()  # the forward-AD levels open in this thread, outermost first (ember.autograd.forward_ad)
+        self.autocast = None  # this thread's autocast state while a region is open (ember.amp)
+
+    def refresh(self) -> None:
+        """Recompute `extra` after a mode changed: this thread's own flag while it has forward-AD levels or
+        autocast open, else the class's (which `lowp` sets for every thread)."""
+        if self.fw or self.autocast is not None:
+            self.extra = True
+        else:
+            self.__dict__.pop("extra", None)
 
 
 MODE = _Mode()

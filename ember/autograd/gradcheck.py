@@ -74,26 +74,71 @@ def _analytical(func, inputs, diff_idx) -> tuple[list, list]:
     return jacs, outs
 
 
-def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
-              raise_exception: bool = True, **unused) -> bool:
-    """Check the gradients of `func(*inputs)` w.r.t. the inputs that require grad against central differences."""
-    inputs = _as_tuple(inputs)
-    diff_idx = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
-    if not diff_idx:
-        raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of them have "
-                         "requires_grad=True.")
-    analytical, outs = _analytical(func, inputs, diff_idx)
-    numerical = _numerical(func, inputs, diff_idx, len(outs), eps)
+def _forward(func, inputs, diff_idx) -> list:
+    """The Jacobians by forward mode: column j of jac[i][k] is the tangent of output k when input i carries the
+    one-hot tangent e_j (one dual pass per input element)."""
+    from . import forward_ad as fw
+    jacs = []
+    for i in diff_idx:
+        x = inputs[i]
+        per_out = None
+        for j in range(x._data.size):
+            e = np.zeros(x._data.size, x._data.dtype)
+            e[j] = 1
+            with fw.dual_level():
+                args = list(inputs)
+                args[i] = fw.make_dual(x, make(transfer(e.reshape(x.shape), x.device)))
+                outs = _outputs(func, args)
+                if per_out is None:
+                    per_out = [np.zeros((o._data.size, x._data.size)) for o in outs]
+                for k, o in enumerate(outs):
+                    t = fw.unpack_dual(o).tangent
+                    if t is not None:
+                        if t.shape != o.shape:
+                            raise GradcheckError(f"forward AD: the tangent of output {k} has shape {list(t.shape)}, "
+                                                 f"expected {list(o.shape)}")
+                        per_out[k][:, j] = to_host(t._data).astype(np.float64).reshape(-1)
+        jacs.append(per_out or [])
+    return jacs
+
+
+def _compare(analytical, numerical, diff_idx, rtol, atol, raise_exception, what: str = "") -> bool:
     for a_i, n_i, i in zip(analytical, numerical, diff_idx):
         for k, (a, n) in enumerate(zip(a_i, n_i)):
             if not np.allclose(a, n, rtol=rtol, atol=atol, equal_nan=True):
                 worst = np.unravel_index(np.argmax(np.abs(a - n)), a.shape) if a.size else ()
-                msg = (f"Jacobian mismatch for output {k} with respect to input {i},\n"
+                msg = (f"{what}Jacobian mismatch for output {k} with respect to input {i},\n"
                        f"numerical:{n}\nanalytical:{a}\nlargest difference at {worst}: "
                        f"numerical {n[worst] if a.size else None}, analytical {a[worst] if a.size else None}")
                 if raise_exception:
                     raise GradcheckError(msg)
                 return False
+    return True
+
+
+def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
+              raise_exception: bool = True, check_forward_ad: bool = False, check_backward_ad: bool = True,
+              **unused) -> bool:
+    """Check the gradients of `func(*inputs)` w.r.t. the inputs that require grad against central differences:
+    the Jacobian from reverse mode (`check_backward_ad`, one vector-Jacobian product per output element) and,
+    with `check_forward_ad`, the one from forward mode (one Jacobian-vector product per input element)."""
+    inputs = _as_tuple(inputs)
+    diff_idx = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
+    if not diff_idx:
+        raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of them have "
+                         "requires_grad=True.")
+    if check_backward_ad:
+        analytical, outs = _analytical(func, inputs, diff_idx)
+        n_out = len(outs)
+    else:
+        with no_grad():
+            n_out = len(_outputs(func, inputs))
+    numerical = _numerical(func, inputs, diff_idx, n_out, eps)
+    if check_backward_ad and not _compare(analytical, numerical, diff_idx, rtol, atol, raise_exception):
+        return False
+    if check_forward_ad:
+        forward = _forward(func, inputs, diff_idx)
+        return _compare(forward, numerical, diff_idx, rtol, atol, raise_exception, "While considering forward AD: ")
     return True
 
 

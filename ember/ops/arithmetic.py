@@ -163,6 +163,8 @@ class Add(BinaryOp):
 
     forward = np.add
 
+    jvp = Op.elementwise_jvp  # (x op y)' = dz/dx x' + dz/dy y'
+
     def backward(self, gz):
         return gz, gz
 
@@ -171,6 +173,8 @@ class Sub(BinaryOp):
     """z = x - y;  dz/dx = 1, dz/dy = -1."""
 
     forward = np.subtract
+
+    jvp = Op.elementwise_jvp  # (x op y)' = dz/dx x' + dz/dy y'
 
     def backward(self, gz):
         return gz, (-gz if self.needs(1) else None)
@@ -183,6 +187,8 @@ class Mul(BinaryOp):
     rounds_scalars = False  # (16-bit floats: a Python number takes part unrounded, as in PyTorch's kernel)
 
     forward = np.multiply
+
+    jvp = Op.elementwise_jvp  # (x op y)' = dz/dx x' + dz/dy y'
 
     def backward(self, gz, x, y):
         nx = self.next
@@ -219,6 +225,8 @@ class Div(BinaryOp):
         elif getattr(y, "dtype", None) is not None and not dt.is_float(y.dtype) and not isinstance(x, float):
             y = y.astype(dt.NP_DEFAULT_FLOAT)
         return x / y
+
+    jvp = Op.elementwise_jvp  # (x op y)' = dz/dx x' + dz/dy y'
 
     def backward(self, gz, x, y):
         gx = gz / y if self.needs(0) else None

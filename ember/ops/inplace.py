@@ -96,6 +96,9 @@ def commit(t: Tensor, result: Tensor, op: str) -> Tensor:
         np.copyto(t._data, r, casting="same_kind")
     else:
         backend.array_module(t._data).copyto(t._data, r, casting="same_kind")
+    if MODE.fw:  # forward AD: t's tangent becomes the result's (zero where the result has none, as after copy_)
+        from ..autograd.forward_ad import take_tangents
+        take_tangents(t, result)
     bump_version(t)
     return t
 

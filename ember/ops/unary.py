@@ -56,6 +56,8 @@ class Exp(Op):
     def forward(self, x):
         return np.exp(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz):
         return gz * self.output()
 
