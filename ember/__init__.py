@@ -58,6 +58,8 @@ for _name in ("adaptive_avg_pool1d", "alpha_dropout", "avg_pool1d", "bilinear", 
 del _name
 adaptive_max_pool1d = nn.functional.adaptive_max_pool1d_with_indices  # (torch's returns values and indices)
 from . import compiler, _dynamo  # noqa: E402  (after nn: compiled modules are Modules)
+from . import func  # noqa: E402  (function transforms: vmap, grad, jvp, jacrev, ...)
+from .func import vmap  # noqa: E402  (torch.vmap is torch.func.vmap)
 from .compiler import compile  # noqa: E402,A004  (ember.compile, as torch.compile)
 from ._lazy import lazy  # noqa: E402  (lazy evaluation: `with ember.lazy():`, or EMBER_LAZY=1)
 

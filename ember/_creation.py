@@ -9,6 +9,7 @@ from . import _dtype as dt
 from . import backend
 from ._tensor import Tensor, shape_arg, to_array, make
 from . import _capture
+from .autograd.grad_mode import MODE
 from ._capture import opaque, traced
 
 
@@ -359,10 +360,15 @@ def generator_for(device: backend.device, generator: "Generator | None" = None, 
         if generator.device.type != device.type:
             raise RuntimeError(f"{op}(): expected a '{device.type}' device type for generator but found "
                                f"'{generator.device.type}'; make it with ember.Generator(device='{device}')")
-        return generator
-    if device.type == "cpu":
-        return default_generator
-    return cuda_generators()[device.index]
+        gen = generator
+    elif device.type == "cpu":
+        gen = default_generator
+    else:
+        gen = cuda_generators()[device.index]
+    if MODE.vmap:  # inside vmap: per its randomness, an error, this generator, or draws per example
+        from .func._batching import random_draws
+        return random_draws(gen, op)
+    return gen
 
 
 @opaque

@@ -248,8 +248,8 @@ class LazyMode:
     def dispatch(self, node, inputs: tuple, arrays, attrs):
         """An op application: deferred when its result's shape is known, else run now."""
         key = None
-        if isinstance(node, Op) and not MODE.anomaly and not MODE.fw and MODE.autocast is None:
-            # (forward-mode AD and autocast act in `dispatch` when the op runs: such applications run now)
+        if isinstance(node, Op) and not MODE.anomaly and not MODE.fw and not MODE.vmap and MODE.autocast is None:
+            # (forward-mode AD, vmap and autocast act in `dispatch` when the op runs: such applications run now)
             try:
                 key = self._key(node, inputs, arrays, attrs)
             except _Writes:

@@ -255,6 +255,10 @@ def _attach(node, result, tz, level: int) -> None:
         if t._data.dtype != r._data.dtype:
             t = t.to(r.dtype)
         set_tangent(r, level, t)
+        if result.__class__ is not tuple and getattr(node, "out_version", None) is not None:
+            # the node saved its output for backward (`Op.output()` rebuilds it from the array): keep the
+            # tangent beside it, so a backward run under forward AD (forward over reverse) sees it
+            node._fw_out = tuple(p for p in (node.__dict__.get("_fw_out") or ()) if p[0] != level) + ((level, t),)
 
 
 def _broadcast(node, r, t):

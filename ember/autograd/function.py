@@ -243,7 +243,14 @@ class Op(Node):
         call = self.__dict__.get("_fw_call")
         if call is not None:
             return call[3]
-        return make(self.out, True, self)
+        z = make(self.out, True, self)
+        saved = self.__dict__.get("_fw_out")
+        if saved is not None and MODE.fw:  # its forward-mode tangents (forward over reverse)
+            from .forward_ad import set_tangent
+            for level, t in saved:
+                if level in MODE.fw:
+                    set_tangent(z, level, t)
+        return z
 
     def needs(self, i: int) -> bool:
         """Whether input i needs a gradient (so backward can skip the rest)."""
@@ -382,7 +389,14 @@ def _as_arrays(out):
 def _dispatch_modes(node: Node, inputs: tuple, arrays, attrs):
     """`dispatch` when a rare mode is on, in the order the modes compose: autocast casts the inputs first (as
     recorded casts, so gradients flow back through them); 16-bit floats are computed in float32 and rounded
-    once; the result is recorded for reverse mode as always; then forward-mode AD gives it its tangents."""
+    once; the result is recorded for reverse mode as always; then forward-mode AD gives it its tangents. Inside
+    vmap, an application with batched arguments first becomes one on the physical arrays (`batch_dispatch`),
+    which comes back here for all of that."""
+    if MODE.vmap:
+        from ..func._batching import batch_dispatch
+        r = batch_dispatch(node, inputs, arrays, attrs)
+        if r is not None:
+            return r
     if MODE.autocast is not None:
         from ..amp.autocast_mode import cast_inputs
         inputs, arrays = cast_inputs(node, inputs, arrays)

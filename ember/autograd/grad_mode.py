@@ -13,7 +13,7 @@ import threading
 class _Mode(threading.local):
     # True once a float16/bfloat16 dtype is in use (all threads): `dispatch` then computes their ops in float32
     lowp = False
-    # `dispatch`'s one test for the rare modes: 16-bit floats in use, forward-mode AD levels or autocast active.
+    # `dispatch`'s one test for the rare modes: 16-bit floats in use, forward-mode AD levels, vmap or autocast.
     # A class attribute while only `lowp` (global) asks for it; a thread in forward AD or autocast sets its own
     # (`refresh`), so the hot path reads one attribute whatever is on.
     extra = False
@@ -23,11 +23,12 @@ class _Mode(threading.local):
         self.anomaly = False
         self.fw = ()  # the forward-AD levels open in this thread, outermost first (ember.autograd.forward_ad)
         self.autocast = None  # this thread's autocast state while a region is open (ember.amp)
+        self.vmap = 0  # how many vmap levels are open in this thread (ember.func.vmap)
 
     def refresh(self) -> None:
         """Recompute `extra` after a mode changed: this thread's own flag while it has forward-AD levels or
         autocast open, else the class's (which `lowp` sets for every thread)."""
-        if self.fw or self.autocast is not None:
+        if self.fw or self.autocast is not None or self.vmap:
             self.extra = True
         else:
             self.__dict__.pop("extra", None)

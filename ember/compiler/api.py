@@ -206,8 +206,8 @@ class CompiledFunction:
             if getattr(_capture.ACTIVE, "lazy", False) and _capture.ACTIVE.depth == 0:  # ember.lazy(): pending work first
                 return _capture.ACTIVE.outside(self.__call__, args, kwargs)
             return self.fn(*args, **kwargs)  # inside another capture: be part of that one
-        if MODE.fw or MODE.autocast is not None:
-            # forward-mode AD and autocast act in `dispatch`, which a replay does not pass through: run eagerly
+        if MODE.fw or MODE.vmap or MODE.autocast is not None:
+            # forward-mode AD, vmap and autocast act in `dispatch`, which a replay does not pass through: run eagerly
             self.stats["eager"] += 1
             return self.fn(*args, **kwargs)
         leaves: list = []
