@@ -115,6 +115,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, c
 
 def _check_roots(outputs: list) -> None:
     for i, t in enumerate(outputs):
+        if MODE.vmap and t._data.__class__.__name__ == "BatchedArray":
+            from ..func._batching import VmapError
+            raise VmapError("backward()/autograd.grad() of a batched tensor inside vmap: its graph is that of all the "
+                            "examples at once. Differentiate inside vmap with ember.func.grad, vjp or jacrev instead.")
         if not t._requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn "
                                f"(shape {list(t.shape)}); did you compute it under no_grad, or forget requires_grad=True on an input?")
