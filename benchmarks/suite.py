@@ -13,6 +13,7 @@ row (rows above _harness.OTHERS_LIMIT are flagged, loudly), the scaling tables, 
 
     python -m ember bench [--threads 2,1] [--only w1,w2,w3,w3i,lstm,transformer] [--repeats 7] [--no-torch]
     python -m ember bench --only ops [--threads 2] [--filter NAME]   (per-op speed: benchmarks/ops.py)
+    python -m ember bench --only func [--threads 2] [--quick]        (vmap/jacfwd/jacrev: benchmarks/func.py)
                           [--no-compile] [--no-scaling] [--no-memory] [--no-overhead] [--quick [--compile]]
                           [--output FILE] [--json FILE]
 
@@ -531,6 +532,9 @@ def main(argv: list[str] | None = None) -> int:
         if v == "--only=ops" or (v == "--only" and args[i + 1:i + 2] == ["ops"]):
             from .ops import main as ops_main
             return ops_main(args[:i] + args[i + (1 if "=" in v else 2):])
+        if v == "--only=func" or (v == "--only" and args[i + 1:i + 2] == ["func"]):  # benchmarks/func.py
+            from .func import main as func_main
+            return func_main(args[:i] + args[i + (1 if "=" in v else 2):])
     ap = parser()
     a = ap.parse_args(argv)
     if a.worker is not None:  # a child: measure, print JSON

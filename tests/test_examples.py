@@ -47,6 +47,12 @@ def test_autograd_basics(tmp_path):
     assert "f'''=6.0000" in out and "stationary points found" in out
 
 
+def test_forward_reverse_tables(tmp_path):
+    """The worked example of docs/autodiff.md: the tangent along x1 is 1/x1 + x2 = 5.5 in both modes."""
+    out = run([os.path.join(EXAMPLES, "forward_reverse.py")], tmp_path)
+    assert "dy/dx1 = 5.5000 (1/x1 + x2 = 5.5)" in out and "dy/dx1 = 5.5000, dy/dx2 = 1.7163" in out
+
+
 def test_custom_function(tmp_path):
     assert "gradcheck passed" in run([os.path.join(EXAMPLES, "custom_function.py")], tmp_path)
 
