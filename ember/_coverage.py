@@ -11,7 +11,6 @@ DOC = "docs/coverage.md"
 _NO_COMPLEX = "ember has no complex dtypes (its arrays are real NumPy arrays)"
 _NO_QUANT = "ember has no quantized tensors or quantization workflow"
 _NO_STORAGE = "ember has no storage objects: a tensor's memory is its NumPy (or CuPy) array"
-_NOT_YET = "not built yet: it is planned (issue 23: function transforms, forward-mode AD, autocast, checkpointing)"
 _CUDA_ONLY = "a CUDA/accelerator-specific feature that ember's CuPy backend does not provide"
 
 # (module, name) -> why ember does not have it; module "ember" also covers ember.Tensor's namespace names
@@ -38,7 +37,6 @@ _add("ember", "Storage TypedStorage UntypedStorage FloatStorage DoubleStorage Lo
 _add("ember", "float8_e4m3fn float8_e5m2 float8_e4m3fnuz float8_e5m2fnuz float8_e8m0fnu uint16 uint32 uint64",
      "ember supports bool, uint8, int8-int64, float16, bfloat16, float32 and float64 (no float8 or wide unsigned "
      "dtypes)")
-_add("ember", "func vmap autocast amp", _NOT_YET)
 _add("ember", "mps xpu mtia accelerator", _CUDA_ONLY.replace("CUDA/accelerator", "non-CUDA accelerator"))
 _add("ember", "hub", "torch.hub (downloading models from GitHub) is not part of ember")
 _add("ember", "package library _C classes", "PyTorch's C++ extension and operator-registration machinery has "

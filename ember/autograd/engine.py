@@ -179,12 +179,38 @@ def queue_callback(callback) -> None:
     stack[-1].append(callback)
 
 
+class _Passes(threading.local):
+    def __init__(self) -> None:
+        self.stack: list = []  # per backward pass running in this thread, outermost first: its record
+
+
+PASSES = _Passes()
+
+
+class PassRecord:
+    """What code running inside a backward pass may ask about it (`running_passes`): whether it was asked for
+    the gradients of given tensors (`autograd.grad`, `backward(inputs=...)`) rather than for every leaf's
+    `.grad` (a reentrant checkpoint refuses the former, as PyTorch's does)."""
+
+    __slots__ = ("has_targets",)
+
+    def __init__(self, has_targets: bool) -> None:
+        self.has_targets = has_targets
+
+
+def running_passes() -> list:
+    """The records of the backward passes running in this thread, outermost first."""
+    return PASSES.stack
+
+
 def _run(roots: list, root_grads: list, retain_graph: bool, create_graph: bool, inputs, accumulate: bool):
     callbacks = _CALLBACKS.stack
     callbacks.append([])
+    PASSES.stack.append(PassRecord(inputs is not None))
     try:
         captured = _pass(roots, root_grads, retain_graph, create_graph, inputs, accumulate)
     finally:
+        PASSES.stack.pop()
         queued = callbacks.pop()
     # a callback may queue another (e.g. for a nested pass): run until none is left
     i = 0

@@ -4,7 +4,7 @@ pruning (`prune`) and conv/linear-BatchNorm folding (`fusion`)."""
 from .clip_grad import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
 from .convert_parameters import parameters_to_vector, vector_to_parameters
 from . import rnn  # noqa: F401
-from . import fusion, parametrize, parametrizations, prune  # noqa: F401
+from . import fusion, parametrize, parametrizations, prune, stateless  # noqa: F401
 from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights
 from .spectral_norm import remove_spectral_norm, spectral_norm
 from .weight_norm import remove_weight_norm, weight_norm
