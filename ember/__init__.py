@@ -57,6 +57,13 @@ for _name in ("adaptive_avg_pool1d", "alpha_dropout", "avg_pool1d", "bilinear", 
         globals()[_name] = getattr(nn.functional, _name)
 del _name
 adaptive_max_pool1d = nn.functional.adaptive_max_pool1d_with_indices  # (torch's returns values and indices)
+from . import amp, cpu  # noqa: E402  (mixed precision: torch.amp, torch.cpu.amp; ember.cuda.amp is set by ember.cuda)
+from .amp import autocast  # noqa: E402
+from .amp.autocast_mode import (autocast_decrement_nesting, autocast_increment_nesting, clear_autocast_cache,  # noqa: E402
+                                get_autocast_cpu_dtype, get_autocast_dtype, get_autocast_gpu_dtype,
+                                is_autocast_cache_enabled, is_autocast_cpu_enabled, is_autocast_enabled,
+                                set_autocast_cache_enabled, set_autocast_cpu_dtype, set_autocast_cpu_enabled,
+                                set_autocast_dtype, set_autocast_enabled, set_autocast_gpu_dtype)
 from . import compiler, _dynamo  # noqa: E402  (after nn: compiled modules are Modules)
 from . import func  # noqa: E402  (function transforms: vmap, grad, jvp, jacrev, ...)
 from .func import vmap  # noqa: E402  (torch.vmap is torch.func.vmap)

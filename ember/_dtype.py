@@ -99,7 +99,8 @@ def is_float(d: np.dtype) -> builtins.bool:
 def low_precision_used() -> None:
     """Note that a 16-bit float dtype is in use: from now on `dispatch` checks op inputs for them."""
     from .autograd.grad_mode import _Mode
-    _Mode.lowp = _Mode.extra = True
+    if not _Mode.lowp:  # (called on every 16-bit dtype lookup: set once)
+        _Mode.lowp = _Mode.extra = True
 
 
 def _check_bf16(d: dtype) -> dtype:

@@ -601,3 +601,11 @@ def get_rng_state_all() -> list:
 def set_rng_state_all(new_states) -> None:
     for g, s in zip(_gens(), new_states):
         g.set_state(s)
+
+
+# ---------------------------------------------------------------------------- amp
+# `ember.cuda.amp`: torch.cuda.amp's deprecated spellings of ember.amp. This module is not a package, so the amp
+# module is registered under its dotted name for `from ember.cuda.amp import GradScaler` to import it.
+from .amp import _cuda as amp  # noqa: E402
+import sys as _sys  # noqa: E402
+_sys.modules[__name__ + ".amp"] = amp
