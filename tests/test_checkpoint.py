@@ -568,3 +568,23 @@ def peak_memory_mb(checkpointed: bool, layers: int = 16, width: int = 256, batch
 def test_checkpointing_lowers_peak_memory():
     plain, checkpointed = peak_memory_mb(False), peak_memory_mb(True)
     assert checkpointed < 0.8 * plain, (plain, checkpointed)
+
+
+def test_recomputation_runs_under_the_forwards_autocast():
+    """A region run under autocast and differentiated outside it recomputes under the same autocast settings
+    (PyTorch's checkpoint restores them too): the gradients equal the unchecked region's."""
+    ember.manual_seed(0)
+    lin = ember.nn.Linear(4, 3)
+    x = ember.randn(2, 4, requires_grad=True)
+    with ember.autocast("cpu", dtype=ember.bfloat16):
+        y = checkpoint(lin, x, use_reentrant=False)
+    assert y.dtype == ember.bfloat16
+    y.float().sum().backward()
+    g_ckpt = (x.grad.clone(), lin.weight.grad.clone())
+    x.grad = None
+    lin.weight.grad = None
+    with ember.autocast("cpu", dtype=ember.bfloat16):
+        y = lin(x)
+    y.float().sum().backward()
+    assert np.array_equal(g_ckpt[0].numpy(), x.grad.numpy())
+    assert np.array_equal(g_ckpt[1].numpy(), lin.weight.grad.numpy())

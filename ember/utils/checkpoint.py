@@ -128,23 +128,45 @@ def set_device_states(devices: Iterable[int], states: Iterable[Tensor], *, devic
 
 
 class _Replay:
-    """The random state a forward started from (None: preserve_rng_state=False): `with replay():` runs the
-    recomputation from it, and afterwards puts back the state of the surrounding code, so that the
-    recomputation's draws do not shift the draws that follow it."""
+    """The random state a forward started from (None: preserve_rng_state=False) and its autocast settings:
+    `with replay():` runs the recomputation from them (so it casts as the forward did, as PyTorch's checkpoint
+    does), and afterwards puts back the state of the surrounding code, so that the recomputation's draws do not
+    shift the draws that follow it."""
 
-    __slots__ = ("cpu", "devices", "states")
+    __slots__ = ("cpu", "devices", "states", "amp")
 
     def __init__(self, preserve_rng_state: bool, tensor_args) -> None:
+        from ..amp import autocast_mode as am
         self.cpu = get_rng_state() if preserve_rng_state else None
         self.devices, self.states = get_device_states(tensor_args) if preserve_rng_state else ([], [])
+        self.amp = {d: (am._STATE.enabled[d], am._STATE.dtype[d]) for d in ("cpu", "cuda")}
 
     @contextlib.contextmanager
     def __call__(self):
-        with fork_rng(devices=self.devices, enabled=self.cpu is not None):
+        from ..amp import autocast_mode as am
+        with fork_rng(devices=self.devices, enabled=self.cpu is not None), contextlib.ExitStack() as regions, \
+                _no_cast_cache():
+            for d, (enabled, dtype) in self.amp.items():
+                if (am._STATE.enabled[d], am._STATE.dtype[d]) != (enabled, dtype):
+                    regions.enter_context(am.autocast(d, dtype=dtype, enabled=enabled))
             if self.cpu is not None:
                 set_rng_state(self.cpu)
                 set_device_states(self.devices, self.states)
             yield
+
+
+@contextlib.contextmanager
+def _no_cast_cache():
+    """Autocast's weight-cast cache off inside a non-reentrant region: a cached cast made in the forward would
+    be a tensor of the region kept alive outside it (in the cache), which the recomputation, run outside the
+    forward's autocast region, would make anew; uncached, each run makes its own casts inside the region."""
+    from ..amp import autocast_mode as am
+    prev = am.is_autocast_cache_enabled()
+    am.set_autocast_cache_enabled(False)
+    try:
+        yield
+    finally:
+        am.set_autocast_cache_enabled(prev)
 
 
 # ---------------------------------------------------------------------- nested arguments and results
@@ -673,7 +695,7 @@ def _checkpoint_without_reentrant(function: Callable, preserve_rng_state: bool, 
     try:
         if debug:
             MODE.anomaly = True  # (each node keeps its creation traceback, for the error message)
-        with forward_ctx:
+        with forward_ctx, _no_cast_cache():
             ret = function(*args1, **kwargs1)
             finished = True
     finally:
