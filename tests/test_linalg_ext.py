@@ -237,6 +237,11 @@ LOOSE32 = {"matrix_exp_large": 2e-3, "cond": 1e-3, "cond_-2": 1e-3, "cond_fro": 
 # PyTorch cannot differentiate these (its cond backward trips over an in-place op): values only; the gradient is
 # checked by test_gradcheck
 TORCH_NO_GRAD = {"cond_fro", "cond_1"}
+# PyTorch 2.13's forward-mode rules of these are wrong (checked against central differences: triangular_solve
+# uses the whole of A's tangent although only one triangle is read, off by 0.59 on the test case;
+# cholesky_inverse's gives -0.064 where differences and its own cholesky_solve(I, L) give -0.041): ember's
+# tangents are checked against central differences (test_gradcheck) instead of against PyTorch's
+TORCH_WRONG_JVP = {"triangular_solve", "triangular_solve_t_unit", "cholesky_inverse"}
 
 
 @requires_torch
@@ -250,7 +255,8 @@ def test_parity(name, dtype):
     def torch_fn(*xs):
         out = fn(torch, *xs)
         return out.detach() if name in TORCH_NO_GRAD else out
-    compare_torch(lambda *xs: fn(ember, *xs), torch_fn, *arrays, rtol=tol, atol=tol)
+    compare_torch(lambda *xs: fn(ember, *xs), torch_fn, *arrays, rtol=tol, atol=tol,
+                  check_jvp=name not in TORCH_WRONG_JVP)
 
 
 # piecewise-linear or piecewise-constant functions (max/min of |x|, counts, ranks): no finite-difference check

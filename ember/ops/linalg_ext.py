@@ -12,7 +12,11 @@ vectorized over the batch (`_getrf`, `_solve_upper`), or SciPy's LAPACK where it
 (`_lu_arrays`, `_solve_triangular`). A backward is the standard closed form written with ember ops, e.g. for
 Z = A⁻¹: dA = -Zᵀ gZ Zᵀ, for X = A⁻¹B: dB = A⁻ᵀ gX and dA = -dB Xᵀ, so that double backward works.
 Results that are decompositions (qr, svd, eigh, eig) are one node with several outputs; backward reads
-them as graph tensors (`_out`) so that their own derivatives are taken into account.
+them as graph tensors (`_outputs`) so that their own derivatives are taken into account. A forward derivative
+(`jvp`) is the matching perturbation formula, also with ember ops: d(A⁻¹) = -A⁻¹ dA A⁻¹, d det A =
+det A·tr(A⁻¹dA), dL = L Φ(L⁻¹ dA L⁻ᵀ) for Cholesky, the QR, SVD, eigh, eig and LU perturbations, exp(A)'s
+from the block matrix [[A, dA], [0, A]]; PyTorch's conventions throughout (the whole tangent dA is used even
+where the forward reads one triangle of A; the extra singular vectors of full_matrices get zero tangents).
 
 Failures are PyTorch's: a singular or non-positive-definite input raises `LinAlgError` (a RuntimeError)
 naming the function, the batch element and the failing pivot, found from an LU or Cholesky factorization
@@ -29,13 +33,14 @@ import warnings
 import numpy as np
 
 from .._tensor import Slot, Tensor, make, normalize_dim
+from ..autograd import forward_ad
 from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
 from . import reduce
 from .arithmetic import sum_to, where
 from .indexing import index_select, take_along_dim
 from .inplace import as_view
-from .linalg import Matmul, addmm, c_type_name, mv, outer, tensordot
+from .linalg import Matmul, addmm, c_type_name, multilinear_jvp, mv, outer, tensordot
 from .reduce import return_types
 from .registry import Exports
 from .shape import cat
@@ -421,34 +426,46 @@ class Value(Op):
         raise RuntimeError("Value: the result is not differentiable")  # never recorded (applied with grad mode off)
 
 
+def _detached(args: tuple) -> tuple:
+    """args with their tensors detached: what is computed from them is not differentiable, so it gets neither a
+    graph node nor a tangent (also where lazy mode runs it later, under the grad mode or forward AD of then)."""
+    return tuple([a.detach() if isinstance(a, Tensor) else a for a in args])
+
+
 def _value(rule: str, *args) -> Tensor:
-    prev = MODE.grad
-    MODE.grad = False  # an info code, a rank or a permutation never requires grad
-    try:
-        return dispatch(_new(Value), args, tuple(a._data if isinstance(a, Tensor) else a for a in args), {"rule": rule})
-    finally:
-        MODE.grad = prev
+    """An info code, a rank or a permutation (never differentiable) computed by `rule` (`_RULES`)."""
+    args = _detached(args)
+    return dispatch(_new(Value), args, tuple(a._data if isinstance(a, Tensor) else a for a in args), {"rule": rule})
 
 
 def _no_grad(cls, *args) -> Tensor:
-    """cls applied with grad mode off: the cheaper forward of a function whose result needs no gradient."""
-    prev = MODE.grad
-    MODE.grad = False
-    try:
-        return cls.apply(*args)
-    finally:
-        MODE.grad = prev
+    """cls applied without derivatives: the cheaper forward of a function whose result needs no gradient."""
+    return cls.apply(*_detached(args))
 
 
 def _wants_grad(*ts) -> bool:
-    return MODE.grad and any(isinstance(t, Tensor) and t._requires_grad for t in ts)
+    """Whether a result computed from ts needs a derivative: a gradient (reverse mode) or a tangent (forward)."""
+    if MODE.grad and any(isinstance(t, Tensor) and t._requires_grad for t in ts):
+        return True
+    return bool(MODE.fw) and any(forward_ad.is_dual(t) for t in ts)
 
 
 # ---------------------------------------------------------------------- helpers for backward (ember ops)
-def _out(node: Op, i: int, arr) -> Tensor:
-    """Output i of a node with several outputs as a graph tensor, so that a derivative taken through it
-    (create_graph=True) includes the output's own dependence on the input."""
-    return make(arr, True, Slot(node, i))
+def _outputs(node: Op, arrays: tuple, inputs: tuple) -> tuple:
+    """The first outputs of a node with several outputs (their arrays) as graph tensors, so that a derivative taken
+    through them (create_graph=True) includes the outputs' own dependence on the input. Forward over reverse (a
+    backward run under forward AD, its input dual): the op applied again to its inputs, whose outputs carry their
+    tangents too (the node then saved its inputs: `_keep_inputs`)."""
+    if inputs and MODE.fw and any(forward_ad.is_dual(a) for a in inputs):
+        return type(node).apply(*inputs)[:len(arrays)]
+    return tuple(make(a, True, Slot(node, i)) for i, a in enumerate(arrays))
+
+
+def _keep_inputs(node: Op) -> None:
+    """In `forward` of a node that reads its outputs in backward (`_outputs`): under forward AD, keep its inputs
+    for a backward run under forward AD too."""
+    if MODE.fw:
+        node.saves_inputs = True
 
 
 def _const(a) -> Tensor:
@@ -490,6 +507,9 @@ class Diagonal(Op):
     def backward(self, gz):
         return DiagEmbed.apply(gz, self.shape, self.offset, self.d1, self.d2)
 
+    def jvp(self, t, x, offset, d1, d2, copy):
+        return self.reapply(*t)  # linear: the same diagonal of x'
+
 
 class DiagEmbed(Op):
     """z = zeros of `shape` with g (its last dim) written on the diagonal `offset` over dims (d1, d2);
@@ -507,6 +527,9 @@ class DiagEmbed(Op):
 
     def backward(self, gz):
         return Diagonal.apply(gz, self.offset, self.d1, self.d2, True)
+
+    def jvp(self, t, g, shape, offset, d1, d2):
+        return self.reapply(*t)  # linear: g' on the same diagonal
 
 
 def _diag_dims(ndim: int, dim1, dim2, fn: str) -> tuple:
@@ -567,7 +590,8 @@ def trace(input: Tensor) -> Tensor:
 # ---------------------------------------------------------------------- determinants
 class Det(Op):
     """z = det(A) (LU);  dA = gz·adj(A)ᵀ: gz·z·A⁻ᵀ when A is invertible, else from the SVD A = U S Vᵀ:
-    adj(A)ᵀ = det(U) det(V) U diag(Π_{j≠i} s_j) Vᵀ, which is the derivative at singular matrices too."""
+    adj(A)ᵀ = det(U) det(V) U diag(Π_{j≠i} s_j) Vᵀ, which is the derivative at singular matrices too.
+    Forward: z' = tr(adj(A) A') = z·tr(A⁻¹A') when A is invertible."""
 
     saves_output = True
 
@@ -580,15 +604,34 @@ class Det(Op):
             return _zeros_like(a)
         if bool((z._data != 0).all()):
             return (gz * z)[..., None, None] * Inv.apply(a, None).mT
-        u, s, vh = SVD.apply(a, False)
-        n = s.shape[-1]
-        others = reduce.prod(where(_const(np.eye(n, dtype=bool)), 1.0, s[..., None, :].expand(s.shape + (n,))), -1)
-        sign = Det.apply(u) * Det.apply(vh)
-        return (gz * sign)[..., None, None] * ((u * others[..., None, :]) @ vh)
+        return gz[..., None, None] * _adjugate_t(a)
+
+    def jvp(self, t, a):
+        z = self.output()
+        if a.shape[-1] == 0:
+            return 0
+        if bool((z._data != 0).all()):
+            return z * _trace(Solve.apply(a, t[0], None))
+        return reduce.sum(_adjugate_t(a) * t[0], (-2, -1))
+
+
+def _adjugate_t(a: Tensor) -> Tensor:
+    """adj(A)ᵀ from the SVD A = U S Vᵀ: det(U) det(V) U diag(Π_{j≠i} s_j) Vᵀ (defined at singular A too)."""
+    u, s, vh = SVD.apply(a, False)
+    n = s.shape[-1]
+    others = reduce.prod(where(_const(np.eye(n, dtype=bool)), 1.0, s[..., None, :].expand(s.shape + (n,))), -1)
+    sign = Det.apply(u) * Det.apply(vh)
+    return sign[..., None, None] * ((u * others[..., None, :]) @ vh)
+
+
+def _trace(x: Tensor) -> Tensor:
+    """tr X of each matrix of a batch."""
+    return reduce.sum(Diagonal.apply(x, 0, x.ndim - 2, x.ndim - 1, False), -1)
 
 
 class SlogDet(Op):
-    """(sign, log|det A|);  dA = g_logabsdet·A⁻ᵀ (the sign is piecewise constant: no gradient)."""
+    """(sign, log|det A|);  dA = g_logabsdet·A⁻ᵀ (the sign is piecewise constant: no gradient);
+    forward: sign' = 0, log|det A|' = tr(A⁻¹A')."""
 
     def forward(self, a):
         sign, logabs = np.linalg.slogdet(a)
@@ -599,6 +642,9 @@ class SlogDet(Op):
         if g is None:
             return None
         return g[..., None, None] * Inv.apply(a, None).mT
+
+    def jvp(self, t, a):
+        return 0, _trace(Solve.apply(a, t[0], None))
 
 
 def det(A: Tensor) -> Tensor:
@@ -622,8 +668,8 @@ def logdet(input: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------------- inverses and solvers
 class Inv(Op):
-    """Z = A⁻¹;  dA = -Zᵀ gZ Zᵀ. `fn`: the function named by the error on a singular matrix (None: its
-    inverse is NaN instead, for inv_ex)."""
+    """Z = A⁻¹;  dA = -Zᵀ gZ Zᵀ;  Z' = -Z A' Z. `fn`: the function named by the error on a singular matrix
+    (None: its inverse is NaN instead, for inv_ex)."""
 
     saves_inputs = False
     saves_output = True
@@ -645,9 +691,14 @@ class Inv(Op):
         zt = self.output().mT
         return -(zt @ gz @ zt), None
 
+    def jvp(self, t, a, fn):
+        z = self.output()
+        return -(z @ t[0] @ z)
+
 
 class Solve(Op):
-    """X = A⁻¹B (B: (..., n, k); batch dims broadcast);  dB = A⁻ᵀ gX, dA = -dB Xᵀ. `fn` as for Inv."""
+    """X = A⁻¹B (B: (..., n, k); batch dims broadcast);  dB = A⁻ᵀ gX, dA = -dB Xᵀ;  X' = A⁻¹(B' − A'X).
+    `fn` as for Inv."""
 
     saves_output = True
     reduces_grads = True
@@ -673,10 +724,14 @@ class Solve(Op):
         ga = -(gb @ self.output().mT) if self.needs(0) else None
         return ga, gb, None
 
+    def jvp(self, t, a, b, fn):
+        return Solve.apply(a, _minus_product(t[1], t[0], self.output()), None)
+
 
 class SolveTriangular(Op):
     """X = A⁻¹B for A's upper (lower) triangle, unitriangular: ones on its diagonal;  dB = A⁻ᵀ gX,
-    dA = -dB Xᵀ on the triangle that was read (without the diagonal when unitriangular)."""
+    dA = -dB Xᵀ on the triangle that was read (without the diagonal when unitriangular);
+    X' = A⁻¹(B' − T(A')X), T(A') the part of A' on that triangle."""
 
     saves_output = True
     reduces_grads = True
@@ -691,6 +746,19 @@ class SolveTriangular(Op):
             g = -(gb @ self.output().mT)
             ga = g.triu(int(unit)) if upper else g.tril(-int(unit))
         return ga, gb, None, None
+
+    def jvp(self, t, a, b, upper, unit):
+        ta = t[0]
+        if isinstance(ta, Tensor):
+            ta = ta.triu(int(unit)) if upper else ta.tril(-int(unit))
+        return SolveTriangular.apply(a, _minus_product(t[1], ta, self.output()), upper, unit)
+
+
+def _minus_product(tb, ta, x: Tensor):
+    """B' − A'X, either tangent possibly 0 (the right-hand side of a solve's tangent)."""
+    if not isinstance(ta, Tensor):
+        return tb
+    return -(ta @ x) if not isinstance(tb, Tensor) else tb - ta @ x
 
 
 def inv(A: Tensor) -> Tensor:
@@ -799,15 +867,20 @@ def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool =
 
 # ---------------------------------------------------------------------- Cholesky
 class Cholesky(Op):
-    """L with A = L Lᵀ from A's lower triangle;  with Φ(X) = X's lower triangle, diagonal halved,
-    S = L⁻ᵀ Φ(Lᵀ gL) L⁻¹ and dA = (S + Sᵀ)/2. `fn` as for Inv (None: the partial factor of LAPACK)."""
+    """L with A = L Lᵀ from A's lower triangle (upper: U = Lᵀ for the L of Aᵀ, so that A's upper triangle is the
+    one read, as LAPACK's uplo='U');  with Φ(X) = X's lower triangle, diagonal halved, S = L⁻ᵀ Φ(Lᵀ gL) L⁻¹ and
+    dA = (S + Sᵀ)/2;  L' = L Φ(L⁻¹ A' L⁻ᵀ) and U' = L'ᵀ, from the whole A' as given (PyTorch's convention).
+    `fn` as for Inv (None: the partial factor of LAPACK)."""
 
     saves_inputs = False
     saves_output = True
 
-    def forward(self, a, fn):
+    def forward(self, a, fn, upper):
+        self.upper = upper
+        if upper:
+            a = np.swapaxes(a, -1, -2)
         try:
-            return np.linalg.cholesky(a)
+            L = np.linalg.cholesky(a)
         except np.linalg.LinAlgError:
             L, info = _cholesky_partial(a)
             if fn is not None:
@@ -815,20 +888,32 @@ class Cholesky(Op):
             good = info == 0
             if good.any():
                 L[good] = np.linalg.cholesky(a[good])
-            return L
+        return np.swapaxes(L, -1, -2) if upper else L
 
     def backward(self, gL):
         L = self.output()
-        x = L.mT @ gL
-        phi = x.tril(-1) + 0.5 * diag_embed(Diagonal.apply(x, 0, x.ndim - 2, x.ndim - 1, False))
-        s = SolveTriangular.apply(L.mT, phi, True, False)  # L⁻ᵀ Φ
+        if self.upper:
+            L, gL = L.mT, gL.mT
+        s = SolveTriangular.apply(L.mT, _phi(L.mT @ gL), True, False)  # L⁻ᵀ Φ
         s = SolveTriangular.apply(L.mT, s.mT, True, False).mT  # (L⁻ᵀ Φ) L⁻¹
-        return 0.5 * (s + s.mT), None
+        return 0.5 * (s + s.mT), None, None  # (symmetric: the same for A and Aᵀ)
+
+    def jvp(self, t, a, fn, upper):
+        L = self.output().mT if upper else self.output()
+        x = SolveTriangular.apply(L, t[0], False, False)  # L⁻¹ A'
+        x = SolveTriangular.apply(L, x.mT, False, False).mT  # (L⁻¹ A') L⁻ᵀ
+        dl = L @ _phi(x)
+        return dl.mT if upper else dl
+
+
+def _phi(x: Tensor) -> Tensor:
+    """Φ(X): X's lower triangle with its diagonal halved."""
+    return x.tril(-1) + 0.5 * diag_embed(Diagonal.apply(x, 0, x.ndim - 2, x.ndim - 1, False))
 
 
 def _cholesky(A: Tensor, upper: bool, fn) -> Tensor:
-    # upper: U = Lᵀ for the L of Aᵀ, so that A's upper triangle is the one read (as LAPACK's uplo='U')
-    return Cholesky.apply(A.mT, fn).mT if upper else Cholesky.apply(A, fn)
+    """The Cholesky factor of A's lower (upper) triangle; `fn` names the function in errors (see Cholesky)."""
+    return Cholesky.apply(A, fn, upper)
 
 
 def cholesky(input: Tensor, upper: bool = False) -> Tensor:
@@ -847,7 +932,8 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -
 
 class CholeskySolve(Op):
     """X = (L Lᵀ)⁻¹ B for lower triangular L (upper: (Uᵀ U)⁻¹ B);  dB = (L Lᵀ)⁻¹ gX, and with C = dB Xᵀ + X dBᵀ:
-    dL = -C L (upper: dU = -U C), the derivative of (L Lᵀ)⁻¹ B with respect to every entry of L, as PyTorch."""
+    dL = -C L (upper: dU = -U C), the derivative of (L Lᵀ)⁻¹ B with respect to every entry of L, as PyTorch;
+    forward, with A = L Lᵀ:  X' = A⁻¹(B' − A'X), A' = L'Lᵀ + L L'ᵀ (upper: U'ᵀU + UᵀU')."""
 
     saves_output = True
     reduces_grads = True
@@ -865,6 +951,13 @@ class CholeskySolve(Op):
             c = c + c.mT
             gl = -(l @ c) if upper else -(c @ l)
         return gb, gl, None
+
+    def jvp(self, t, b, l, upper):
+        tl = t[1]
+        if isinstance(tl, Tensor):
+            p = tl.mT @ l if upper else tl @ l.mT
+            tl = p + p.mT  # A'
+        return CholeskySolve.apply(_minus_product(t[0], tl, self.output()), l, upper)
 
 
 def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False) -> Tensor:
@@ -903,6 +996,7 @@ class QR(Op):
     saves_inputs = False
 
     def forward(self, a, mode):
+        _keep_inputs(self)
         self.mode, self.m, self.n = mode, a.shape[-2], a.shape[-1]
         if mode == "r":
             self.q, self.r = None, np.linalg.qr(a, mode="r")
@@ -910,13 +1004,9 @@ class QR(Op):
         self.q, self.r = np.linalg.qr(a, mode=mode)
         return self.q, self.r
 
-    def backward(self, grads):
-        if self.mode == "r":
-            raise RuntimeError("The derivative of linalg.qr depends on Q, which is not computed when mode='r'. Please "
-                               "use linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr.")
-        if self.mode == "complete" and self.m > self.n:
-            raise RuntimeError("The QR decomposition is not differentiable when mode='complete' and nrows > ncols.")
-        q, r = _out(self, 0, self.q), _out(self, 1, self.r)
+    def backward(self, grads, *inputs):
+        self._differentiable()
+        q, r = _outputs(self, (self.q, self.r), inputs)
         gq, gr = grads
         gq = _zeros_like(q) if gq is None else gq
         gr = _zeros_like(r) if gr is None else gr
@@ -928,12 +1018,41 @@ class QR(Op):
         gx = _qr_backward_tall(q, r[..., :, :m], gq + y @ gv.mT, gr[..., :, :m])
         return cat([gx, q @ gv], -1)
 
+    def jvp(self, t, a, mode):
+        """m ≥ n: see `_qr_jvp_tall`. m < n: A = [X | Y] = Q [U | V]: (Q', U') are the square case's for X' and
+        V' = Qᵀ (Y' − Q'V)."""
+        self._differentiable()
+        q, r = self.result()
+        da, m = t[0], self.m
+        if m >= self.n:
+            return _qr_jvp_tall(q, r, da)
+        dq, du = _qr_jvp_tall(q, r[..., :, :m], da[..., :, :m])
+        return dq, cat([du, q.mT @ (da[..., :, m:] - dq @ r[..., :, m:])], -1)
+
+    def _differentiable(self) -> None:
+        """PyTorch's errors where Q is not computed or not determined by A."""
+        if self.mode == "r":
+            raise RuntimeError("The derivative of linalg.qr depends on Q, which is not computed when mode='r'. Please "
+                               "use linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr.")
+        if self.mode == "complete" and self.m > self.n:
+            raise RuntimeError("The QR decomposition is not differentiable when mode='complete' and nrows > ncols.")
+
 
 def _qr_backward_tall(q: Tensor, r: Tensor, gq: Tensor, gr: Tensor) -> Tensor:
     """dA of A = QR for m ≥ n (R square): (gQ + Q copyltu(R gRᵀ − gQᵀ Q)) R⁻ᵀ."""
     m = r @ gr.mT - gq.mT @ q
     b = gq + q @ (m.tril(-1) + m.tril().mT)
     return SolveTriangular.apply(r, b.mT, True, False).mT  # b R⁻ᵀ = (R⁻¹ bᵀ)ᵀ
+
+
+def _qr_jvp_tall(q: Tensor, r: Tensor, da: Tensor) -> tuple:
+    """(Q', R') of A = QR for m ≥ n: X = Qᵀ A' R⁻¹ = QᵀQ' + R'R⁻¹ is a skew-symmetric Ω = QᵀQ' plus an upper
+    triangular R'R⁻¹, so Ω = tril(X, -1) − tril(X, -1)ᵀ, R' = (X − Ω) R and Q' = A'R⁻¹ − Q (X − Ω)."""
+    dar = SolveTriangular.apply(r.mT, da.mT, False, False).mT  # A' R⁻¹ = (R⁻ᵀ A'ᵀ)ᵀ, Rᵀ lower triangular
+    x = q.mT @ dar
+    low = x.tril(-1)
+    upper = x - (low - low.mT)
+    return dar - q @ upper, upper @ r
 
 
 def _qr(A: Tensor, mode: str, fn: str):
@@ -954,23 +1073,36 @@ class SVD(Op):
     J = Uᵀ gU, K = Vᵀ gV (gV = gVhᵀ):
         dA = U [(F ∘ (J − Jᵀ)) S + diag(gS) + S (F ∘ (K − Kᵀ))] Vᵀ + (I − UUᵀ) gU S⁻¹ Vᵀ + U S⁻¹ gVᵀ (I − VVᵀ).
     With only gS it is U diag(gS) Vᵀ (finite for repeated singular values). Full matrices of a non-square A:
-    the extra singular vectors are arbitrary, so their gradients are ignored (as PyTorch)."""
+    the extra singular vectors are arbitrary, so their gradients are ignored and their tangents are zero (as
+    PyTorch). Forward: see `_svd_jvp`."""
 
     saves_inputs = False
 
     def forward(self, a, full):
+        _keep_inputs(self)
         self.u, self.s, self.vh = np.linalg.svd(a, full_matrices=full)
         return self.u, self.s, self.vh
 
-    def backward(self, grads):
+    def backward(self, grads, *inputs):
         gu, gs, gvh = grads
-        u, s, vh = _out(self, 0, self.u), _out(self, 1, self.s), _out(self, 2, self.vh)
+        u, s, vh = _outputs(self, (self.u, self.s, self.vh), inputs)
         k = s.shape[-1]
         if u.shape[-1] != k:  # full_matrices: only the first k singular vectors are defined
             u, gu = u[..., :, :k], (None if gu is None else gu[..., :, :k])
         if vh.shape[-2] != k:
             vh, gvh = vh[..., :k, :], (None if gvh is None else gvh[..., :k, :])
         return _svd_backward(u, s, vh, gu, gs, gvh)
+
+    def jvp(self, t, a, full):
+        u, s, vh = self.result()
+        k = s.shape[-1]
+        extra_u, extra_v = u.shape[-1] > k, vh.shape[-2] > k  # (full_matrices of a non-square A)
+        du, ds, dvh = _svd_jvp(u[..., :, :k] if extra_u else u, s, vh[..., :k, :] if extra_v else vh, t[0])
+        if extra_u:
+            du = cat([du, _zeros_like(u[..., :, k:])], -1)
+        if extra_v:
+            dvh = cat([dvh, _zeros_like(vh[..., k:, :])], -2)
+        return du, ds, dvh
 
 
 def _svd_backward(u: Tensor, s: Tensor, vh: Tensor, gu, gs, gvh) -> Tensor:
@@ -994,6 +1126,27 @@ def _svd_backward(u: Tensor, s: Tensor, vh: Tensor, gu, gs, gvh) -> Tensor:
     if gvh is not None and n > k:
         ga = ga + (u / s[..., None, :]) @ (gv - v @ kk).mT
     return ga
+
+
+def _svd_jvp(u: Tensor, s: Tensor, vh: Tensor, da: Tensor) -> tuple:
+    """(U', S', Vh') of the reduced SVD A = U S Vᵀ. With P = Uᵀ A' V = ΩS + S' − SΩ' (Ω = UᵀU' and Ω' = VᵀV'
+    skew-symmetric) and F_ij = 1/(s_j² − s_i²) (i ≠ j, 0 on the diagonal):  S' = diag(P),
+    Ω = F ∘ (P S + S Pᵀ), Ω' = F ∘ (S P + Pᵀ S);  U' = U Ω + (I − UUᵀ) A' V S⁻¹ (m > k) and
+    V' = V Ω' + (I − VVᵀ) A'ᵀ U S⁻¹ (n > k)."""
+    m, n, k = u.shape[-2], vh.shape[-1], s.shape[-1]
+    v = vh.mT
+    av = da @ v
+    p = u.mT @ av
+    s2 = s * s
+    f = _off_diagonal_inverse(s2[..., None, :] - s2[..., :, None])
+    ps, sp = p * s[..., None, :], s[..., :, None] * p  # P S, S P
+    du = u @ (f * (ps + ps.mT))
+    dv = v @ (f * (sp + sp.mT))
+    if m > k:
+        du = du + (av - u @ p) / s[..., None, :]
+    if n > k:
+        dv = dv + (da.mT @ u - v @ p.mT) / s[..., None, :]
+    return du, Diagonal.apply(p, 0, p.ndim - 2, p.ndim - 1, True), dv.mT
 
 
 class SVDVals(Op):
@@ -1032,17 +1185,19 @@ def svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> tuple:
 # ---------------------------------------------------------------------- symmetric and general eigenproblems
 class Eigh(Op):
     """A = V diag(w) Vᵀ for symmetric A (its UPLO triangle read), w ascending. Backward, with
-    F_ij = 1/(w_j − w_i) (i ≠ j) and X = Vᵀ gV:  dA = V (diag(gw) + F ∘ (X − Xᵀ)/2) Vᵀ (symmetric)."""
+    F_ij = 1/(w_j − w_i) (i ≠ j) and X = Vᵀ gV:  dA = V (diag(gw) + F ∘ (X − Xᵀ)/2) Vᵀ (symmetric).
+    Forward, with P = Vᵀ A' V (the whole A', as PyTorch):  w' = diag(P), V' = V (F ∘ P)."""
 
     saves_inputs = False
 
     def forward(self, a, uplo):
+        _keep_inputs(self)
         self.w, self.v = np.linalg.eigh(a, UPLO=uplo)
         return self.w, self.v
 
-    def backward(self, grads):
+    def backward(self, grads, *inputs):
         gw, gv = grads
-        w, v = _out(self, 0, self.w), _out(self, 1, self.v)
+        w, v = _outputs(self, (self.w, self.v), inputs)
         if gv is None:
             return (v * gw[..., None, :]) @ v.mT
         x = v.mT @ gv
@@ -1050,6 +1205,12 @@ class Eigh(Op):
         if gw is not None:
             inner = inner + diag_embed(gw)
         return v @ inner @ v.mT
+
+    def jvp(self, t, a, uplo):
+        w, v = self.result()
+        p = v.mT @ t[0] @ v
+        f = _off_diagonal_inverse(w[..., None, :] - w[..., :, None])
+        return Diagonal.apply(p, 0, p.ndim - 2, p.ndim - 1, True), v @ (f * p)
 
 
 class EigvalsH(Op):
@@ -1094,7 +1255,9 @@ def _complex_error(fn: str) -> RuntimeError:
 
 class Eig(Op):
     """A V = V diag(w) with real eigenvalues (unit-norm eigenvectors). Backward (PyTorch's), E_ij = w_j − w_i,
-    X = Vᵀ gV:  dA = V⁻ᵀ (diag(gw) + (X − VᵀV diag(X)) / E) Vᵀ, the division off the diagonal only."""
+    X = Vᵀ gV:  dA = V⁻ᵀ (diag(gw) + (X − VᵀV diag(X)) / E) Vᵀ, the division off the diagonal only.
+    Forward, with P = V⁻¹ A' V:  w' = diag(P), and with D = V (P / E) (off the diagonal) the tangent that keeps
+    each column at unit norm:  V' = D − V diag(VᵀD)."""
 
     saves_inputs = False
 
@@ -1102,18 +1265,26 @@ class Eig(Op):
         w, v = np.linalg.eig(a)
         if w.dtype.kind == "c":
             raise _complex_error(fn)
+        _keep_inputs(self)
         self.w, self.v = w, v
         return w, v
 
-    def backward(self, grads):
+    def backward(self, grads, *inputs):
         gw, gv = grads
-        w, v = _out(self, 0, self.w), _out(self, 1, self.v)
+        w, v = _outputs(self, (self.w, self.v), inputs)
         inner = diag_embed(gw) if gw is not None else 0.0
         if gv is not None:
             x = v.mT @ gv
             x = x - (v.mT @ v) * Diagonal.apply(x, 0, x.ndim - 2, x.ndim - 1, False)[..., None, :]
             inner = inner + _off_diagonal_inverse(w[..., None, :] - w[..., :, None]) * x
         return Solve.apply(v.mT, inner @ v.mT, None)
+
+    def jvp(self, t, a, fn):
+        w, v = self.result()
+        p = Solve.apply(v, t[0] @ v, None)
+        d = v @ (_off_diagonal_inverse(w[..., None, :] - w[..., :, None]) * p)
+        dv = d - v * Diagonal.apply(v.mT @ d, 0, d.ndim - 2, d.ndim - 1, False)[..., None, :]
+        return Diagonal.apply(p, 0, p.ndim - 2, p.ndim - 1, True), dv
 
 
 class Eigvals(Op):
@@ -1160,7 +1331,8 @@ def _tolerances(A: Tensor, atol, rtol):
 
 class Pinv(Op):
     """P = A⁺ from the SVD (hermitian: eigh) with singular values ≤ max(atol, rtol·σ_max) dropped. For A of
-    constant rank (Golub & Pereyra):  dA = −Pᵀ gP Pᵀ + (I − AP) gPᵀ P Pᵀ + Pᵀ P gPᵀ (I − PA)."""
+    constant rank (Golub & Pereyra):  dA = −Pᵀ gP Pᵀ + (I − AP) gPᵀ P Pᵀ + Pᵀ P gPᵀ (I − PA), and
+    P' = −P A' P + P Pᵀ A'ᵀ (I − AP) + (I − PA) A'ᵀ Pᵀ P."""
 
     saves_output = True
 
@@ -1178,12 +1350,21 @@ class Pinv(Op):
     def backward(self, gz, a, atol, rtol, hermitian):
         return _pinv_backward(a, self.output(), gz), None, None, None
 
+    def jvp(self, t, a, atol, rtol, hermitian):
+        return _pinv_jvp(a, self.output(), t[0])
+
 
 def _pinv_backward(a: Tensor, p: Tensor, g: Tensor) -> Tensor:
     """The gradient of A ↦ A⁺ for the cotangent g (see Pinv)."""
     pt = p.mT
     gt = g.mT
     return -(pt @ g @ pt) + (gt - a @ (p @ gt)) @ (p @ pt) + (pt @ p) @ (gt - (gt @ p) @ a)
+
+
+def _pinv_jvp(a: Tensor, p: Tensor, da: Tensor) -> Tensor:
+    """The tangent of A ↦ A⁺ along A' (see Pinv)."""
+    pt, dat = p.mT, da.mT
+    return -(p @ da @ p) + (p @ pt) @ (dat - (dat @ a) @ p) + (dat - p @ (a @ dat)) @ (pt @ p)
 
 
 def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
@@ -1210,7 +1391,8 @@ class Lstsq(Op):
     with the residuals ‖AX − B‖² (per column), rank and singular values that PyTorch's `driver` reports.
     dB = A⁺ᵀ gX and dA is the pseudo-inverse's gradient (Pinv) for gP = gX Bᵀ; the residuals (returned only where
     A has full rank n < m, so Aᵀ(AX − B) = 0) add dA = 2 (AX − B) diag(g_res) Xᵀ and dB = −2 (AX − B) diag(g_res).
-    The rank and singular values are not differentiable."""
+    The rank and singular values are not differentiable. Forward: X' = P'B + PB' (P' the pseudo-inverse's
+    tangent), and for the residuals res' = 2 Σ_rows (AX − B) ∘ (A'X − B') (the term A X' is orthogonal to AX − B)."""
 
     def forward(self, a, b, rcond, driver):
         u, s, vh = np.linalg.svd(a, full_matrices=False)
@@ -1235,12 +1417,27 @@ class Lstsq(Op):
             gb = p.mT @ gx
             ga = _pinv_backward(a, p, gx @ b.mT)
         if gres is not None and gres.numel():
-            x = _out(self, 0, self.x)
+            x = _outputs(self, (self.x,), (a, b, rcond, driver))[0]
             r = (a @ x - b) * gres[..., None, :]
             ga = 2 * (r @ x.mT) + (0 if ga is None else ga)
             gb = -2 * r + (0 if gb is None else gb)
         return (sum_to(ga, a.shape) if ga is not None and self.needs(0) else None,
                 sum_to(gb, b.shape) if gb is not None and self.needs(1) else None, None, None)
+
+    def jvp(self, t, a, b, rcond, driver):
+        ta, tb = t[0], t[1]
+        x, res = self.result()[:2]
+        p = Pinv.apply(a, np.zeros((), a._data.dtype), np.asarray(rcond, a._data.dtype), False)
+        dx = _pinv_jvp(a, p, ta) @ b if isinstance(ta, Tensor) else None
+        if isinstance(tb, Tensor):
+            dx = p @ tb if dx is None else dx + p @ tb
+        dres = 0
+        if res.numel():
+            dr = ta @ x if isinstance(ta, Tensor) else None  # A'X − B'
+            if isinstance(tb, Tensor):
+                dr = -tb if dr is None else dr - tb
+            dres = 2 * reduce.sum((a @ x - b) * dr, -2)
+        return dx, dres, None, None
 
 
 def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None) -> tuple:
@@ -1273,7 +1470,8 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None) -> tuple:
 
 # ---------------------------------------------------------------------- matrix functions
 class MatrixExp(Op):
-    """exp(A) = Σ Aᵏ/k! (scaling and squaring, Padé);  dA = the upper-right block of exp([[Aᵀ, gZ], [0, Aᵀ]])."""
+    """exp(A) = Σ Aᵏ/k! (scaling and squaring, Padé);  dA = the upper-right block of exp([[Aᵀ, gZ], [0, Aᵀ]]);
+    Z' = the upper-right block of exp([[A, A'], [0, A]])."""
 
     def forward(self, a):
         return _expm(a)
@@ -1284,6 +1482,11 @@ class MatrixExp(Op):
         block = cat([cat([at, gz], -1), cat([_zeros_like(at), at], -1)], -2)
         return MatrixExp.apply(block)[..., :n, n:]
 
+    def jvp(self, t, a):
+        n = a.shape[-1]
+        block = cat([cat([a, t[0]], -1), cat([_zeros_like(a), a], -1)], -2)
+        return MatrixExp.apply(block)[..., :n, n:]
+
 
 def matrix_exp(A: Tensor) -> Tensor:
     """The matrix exponential of each square matrix."""
@@ -1291,7 +1494,7 @@ def matrix_exp(A: Tensor) -> Tensor:
 
 
 class IdentityLike(Op):
-    """z = I of A's shape (A⁰); dz/dA = 0."""
+    """z = I of A's shape (A⁰); dz/dA = 0, z' = 0."""
 
     saves_inputs = False
 
@@ -1301,6 +1504,9 @@ class IdentityLike(Op):
 
     def backward(self, gz):
         return _const(np.zeros(self.shape, gz._data.dtype))
+
+    def jvp(self, t, a):
+        return 0
 
 
 def matrix_power(A: Tensor, n: int) -> Tensor:
@@ -1408,20 +1614,22 @@ def _number(v) -> bool:
 # ---------------------------------------------------------------------- LU
 class LUFactor(Op):
     """(LU, pivots) with P A = L U, L unit lower triangular (below LU's diagonal), U upper (on and above it).
-    Backward for square A (PyTorch's): with Φ = tril(Lᵀ gL, -1) + triu(gU Uᵀ),  dA = P L⁻ᵀ Φ U⁻ᵀ."""
+    Backward for square A (PyTorch's): with Φ = tril(Lᵀ gL, -1) + triu(gU Uᵀ),  dA = P L⁻ᵀ Φ U⁻ᵀ.
+    Forward, any shape: see `_lu_jvp`."""
 
     saves_inputs = False
 
     def forward(self, a):
+        _keep_inputs(self)
         lu, piv, info = _lu_arrays(a)
         self.lu, self.piv = lu, piv
         return lu, piv, info
 
-    def backward(self, grads):
+    def backward(self, grads, *inputs):
         g = grads[0]
         if g is None:
             return None
-        lu = _out(self, 0, self.lu)
+        lu = _outputs(self, (self.lu,), inputs)[0]
         m, n = lu.shape[-2:]
         if m != n:
             raise RuntimeError("linalg.lu_factor: ember differentiates the LU decomposition of square matrices only")
@@ -1431,6 +1639,32 @@ class LUFactor(Op):
         x = SolveTriangular.apply(L.mT, phi, True, True)  # L⁻ᵀ Φ
         x = SolveTriangular.apply(U, x.mT, True, False).mT  # (L⁻ᵀ Φ) U⁻ᵀ
         return _unpermute(x, self.piv)
+
+    def jvp(self, t, a):
+        lu = self.result()[0]
+        return _lu_jvp(lu, _gather_rows(t[0], _value("perm", _const(self.piv), lu.shape[-2]))), None, None
+
+
+def _lu_jvp(lu: Tensor, pda: Tensor) -> Tensor:
+    """The tangent of the packed LU of A = P L U given pda = Pᵀ A'. For the leading k x k block (k = min(m, n)),
+    X = L⁻¹ (PᵀA')₁₁ U⁻¹ = L⁻¹L' + U'U⁻¹ splits into a strictly lower and an upper part: L' = L tril(X, -1),
+    U' = triu(X) U. The rows of a tall A below it: L₂' = ((PᵀA')₂₁ − L₂U') U⁻¹; the columns of a wide A right of
+    it: U₂' = L⁻¹ ((PᵀA')₁₂ − L'U₂)."""
+    m, n = lu.shape[-2:]
+    k = min(m, n)
+    lu1 = lu[..., :k, :k]  # L (unit lower, diagonal implied) and U of the leading block, packed
+    x = SolveTriangular.apply(lu1, pda[..., :k, :k], False, True)  # L⁻¹ (PᵀA')₁₁
+    x = SolveTriangular.apply(lu1.mT, x.mT, False, False).mT  # ... U⁻¹ = (U⁻ᵀ (...)ᵀ)ᵀ
+    dl = (lu1.tril(-1) + _eye(k, lu)) @ x.tril(-1)
+    du = x.triu() @ lu1.triu()
+    d = dl + du
+    if m > k:
+        rest = pda[..., k:, :] - lu[..., k:, :] @ du
+        d = cat([d, SolveTriangular.apply(lu1.mT, rest.mT, False, False).mT], -2)
+    if n > k:
+        rest = pda[..., :, k:] - dl @ lu[..., :, k:]
+        d = cat([d, SolveTriangular.apply(lu1, rest, False, True)], -1)
+    return d
 
 
 def _unpermute(x: Tensor, piv) -> Tensor:
@@ -1622,9 +1856,10 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) ->
 
 # ---------------------------------------------------------------------- cross products and dot products
 class Cross(Op):
-    """z = x × y along `axis` (size 3; x and y broadcast);  dx = y × gz, dy = gz × x."""
+    """z = x × y along `axis` (size 3; x and y broadcast);  dx = y × gz, dy = gz × x;  z' = x' × y + x × y'."""
 
     reduces_grads = True
+    jvp = multilinear_jvp
 
     def forward(self, x, y, axis):
         return np.cross(x, y, axisa=axis, axisb=axis, axisc=axis)
@@ -1662,7 +1897,7 @@ def cross(input: Tensor, other: Tensor, dim=None) -> Tensor:
 class PairDist(Op):
     """z = ‖a − b‖_p over the last dim (a, b broadcast); with d = a − b, da = w·gz and db = −w·gz where
     w = sign(d)|d|^(p−1)/z^(p−1) (p = 2: d/z; p = 1: sign(d); p = ∞: sign(d)·[|d| = z]; p = 0: 0), 0 where z = 0
-    or d = 0: PyTorch's subgradients for cdist and pdist."""
+    or d = 0: PyTorch's subgradients for cdist and pdist. Forward: z' = Σ w ∘ (a' − b') over the last dim."""
 
     saves_output = True
     reduces_grads = True
@@ -1680,31 +1915,38 @@ class PairDist(Op):
         return (d ** p).sum(-1) ** (1 / p)
 
     def backward(self, gz, a, b, p):
+        ga = self._weight(a, b, p) * gz[..., None]
+        return ga, -ga, None
+
+    def jvp(self, t, a, b, p):
+        ta, tb = t[0], t[1]
+        dd = (ta - tb if isinstance(tb, Tensor) else ta) if isinstance(ta, Tensor) else -tb
+        return reduce.sum(self._weight(a, b, p) * dd, -1)
+
+    def _weight(self, a: Tensor, b: Tensor, p: float) -> Tensor:
+        """w = dz/da (see the class docstring)."""
         d = a - b
         z = self.output()[..., None]
-        g = gz[..., None]
         if p == 0:
-            w = d * 0.0
-        elif p == 1:
-            w = d.sign()
-        elif p == math.inf:
-            w = d.sign() * (d.abs() == z).to(d.dtype)
+            return d * 0.0
+        if p == 1:
+            return d.sign()
+        if p == math.inf:
+            return d.sign() * (d.abs() == z).to(d.dtype)
+        zero = z == 0
+        zs = where(zero, 1.0, z)
+        if p == 2:
+            w = d / zs
         else:
-            zero = z == 0
-            zs = where(zero, 1.0, z)
-            if p == 2:
-                w = d / zs
-            else:
-                ad = d.abs()
-                w = d.sign() * where(ad == 0, 0.0, where(ad == 0, 1.0, ad) ** (p - 1)) / zs ** (p - 1)
-            w = where(zero, 0.0, w)
-        ga = w * g
-        return ga, -ga, None
+            ad = d.abs()
+            w = d.sign() * where(ad == 0, 0.0, where(ad == 0, 1.0, ad) ** (p - 1)) / zs ** (p - 1)
+        return where(zero, 0.0, w)
 
 
 class CdistMM(Op):
     """z_ij = ‖x_i − y_j‖₂ = √max(‖x_i‖² + ‖y_j‖² − 2 x_i·y_j, 0) (one GEMM); with W = gz/z (0 where z = 0):
-    dx = x ⊙ rowsum(W) − W y,  dy = y ⊙ colsum(W) − Wᵀ x."""
+    dx = x ⊙ rowsum(W) − W y,  dy = y ⊙ colsum(W) − Wᵀ x;  z'_ij = (x_i − y_j)·(x_i' − y_j') / z_ij (0 where
+    z = 0) = (x_i·x_i' − y_j·x_i' − x_i·y_j' + y_j·y_j') / z_ij."""
 
     saves_output = True
     reduces_grads = True
@@ -1724,6 +1966,18 @@ class CdistMM(Op):
         gx = x * reduce.sum(w, -1, keepdim=True) - w @ y if self.needs(0) else None
         gy = y * reduce.sum(w, -2).unsqueeze(-1) - w.mT @ x if self.needs(1) else None
         return gx, gy
+
+    def jvp(self, t, x, y):
+        tx, ty = t
+        num = None
+        if isinstance(tx, Tensor):
+            num = reduce.sum(x * tx, -1).unsqueeze(-1) - tx @ y.mT
+        if isinstance(ty, Tensor):
+            part = reduce.sum(y * ty, -1).unsqueeze(-2) - x @ ty.mT
+            num = part if num is None else num + part
+        z = self.output()
+        zero = z == 0
+        return where(zero, 0.0, num / where(zero, 1.0, z))
 
 
 _CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")

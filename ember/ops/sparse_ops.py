@@ -26,6 +26,12 @@ A gradient with respect to a sparse tensor is a coalesced sparse tensor on its p
 the functions here depend on a sparse tensor only through the sum of its entries at each position, so every
 entry at a position has the same gradient.
 
+Forward mode. The tangent of a sparse tensor is the sparse tensor of its values' tangents on the same entries
+(`Build.jvp`), so `Entries` reads a tangent's values entry for entry; every other op here is linear in its
+inputs (the tangent is the op applied to the tangents) or, for SpMM, bilinear (the product rule). PyTorch
+has no forward-mode formulas for its sparse ops at all (its sparse constructor, to_sparse and sparse products
+raise): these rules are ember's, checked against finite differences only.
+
 Sparse ops run eagerly, outside the capture seam (`_apply`): under ember.compile's capture they break the
 graph, and in lazy mode they first compute what is pending.
 """
@@ -39,10 +45,11 @@ from .. import _capture, backend
 from .. import _dtype as dt
 from .._tensor import TENSOR_TYPES, Tensor, bump_version, make, normalize_dim
 from ..autograd import engine
+from ..autograd.forward_ad import propagate
 from ..autograd.function import Op, record
 from ..autograd.grad_mode import MODE
 from .indexing import add_rows
-from .linalg import addmm as _dense_addmm, matmul as _dense_matmul, mm as _dense_mm
+from .linalg import addmm as _dense_addmm, matmul as _dense_matmul, mm as _dense_mm, multilinear_jvp
 from .registry import Exports
 
 __all__ = ["sparse_coo_tensor", "sparse_coo", "strided", "layout", "mm", "matmul", "addmm"]
@@ -196,18 +203,27 @@ class SparseTensor(Tensor):
 
 def _apply(cls: type, *args, **attrs) -> Tensor:
     """Apply a sparse op (an Op whose forward takes or returns SparseCOO arrays) now, recording it for backward
-    as `dispatch` would. Sparse ops bypass the capture seam: a capture breaks the graph at them (a replay could
-    not reproduce a tensor it did not record) and lazy mode computes what is pending first."""
+    as `dispatch` would, and giving it its tangents under forward AD. Sparse ops bypass the capture seam: a
+    capture breaks the graph at them (a replay could not reproduce a tensor it did not record) and lazy mode
+    computes what is pending first."""
     if _capture.ACTIVE is not None:
         _capture.refuse(f"a sparse tensor op ({cls.__name__}): sparse tensors run eagerly")
     node = _new(cls)
-    out = node.forward(*[a._data if a.__class__ in TENSOR_TYPES else a for a in args], **attrs)
+    arrays = tuple([a._data if a.__class__ in TENSOR_TYPES else a for a in args])
+    out = node.forward(*arrays, **attrs)
     recording = MODE.grad and any(a.__class__ in TENSOR_TYPES and a._requires_grad for a in args)
     result = record(node, args, out) if recording else make(out)
     if out.__class__ is SparseCOO:
         result.__class__ = SparseTensor
         SparseTensor.seen = True
+    if MODE.fw:
+        propagate(node, args, arrays, attrs, result)
     return result
+
+
+def _linear_jvp(self: Op, t: tuple, *inputs):
+    """`jvp` of an op linear in its tensor inputs jointly: the op applied to their tangents."""
+    return self.reapply(*t)
 
 
 def _sparse(data: SparseCOO, requires_grad: bool = False) -> SparseTensor:
@@ -233,6 +249,10 @@ class Build(Op):
     def backward(self, g):
         return _apply(Lookup, g, indices=self.indices)
 
+    def jvp(self, t, values):
+        a = self.result()._data
+        return _build(t[0], a.indices, a.shape, a.coalesced, self.label)  # values' on the same entries
+
 
 class Entries(Op):
     """z = the values of a sparse tensor's entries, (nnz, *dense shape);
@@ -250,6 +270,9 @@ class Entries(Op):
         order, starts, _, positions = _plan(self.indices, self.shape[:self.indices.shape[0]])
         return _build(gz[order[starts]], positions, self.shape, True)
 
+    def jvp(self, t, s):
+        return _entries(t[0])  # (s's tangent has s's entries: see the module docstring)
+
 
 class Lookup(Op):
     """z[e] = g at position indices[:, e] (g sparse: the sum of its entries there, 0 where it has none);
@@ -264,6 +287,9 @@ class Lookup(Op):
     def backward(self, gz):
         s = _build(gz, self.indices, self.shape, False)
         return to_dense(s) if self.dense else s
+
+    def jvp(self, t, g):
+        return _apply(Lookup, t[0], indices=self.indices)
 
 
 # ---------------------------------------------------------------------- the one kernel: a sparse matrix times rows
@@ -338,6 +364,8 @@ class GatherRows(Op):
     def backward(self, gz):
         return ScatterRows.apply(gz, rows=self.rows, n=self.n)
 
+    jvp = _linear_jvp
+
 
 class ScatterRows(Op):
     """z = n rows of zeros with x's rows added at `rows` (repeats summed);  dz/dx = gz[rows] (`GatherRows`)."""
@@ -350,6 +378,8 @@ class ScatterRows(Op):
 
     def backward(self, gz):
         return GatherRows.apply(gz, rows=self.rows)
+
+    jvp = _linear_jvp
 
 
 class SegmentSum(Op):
@@ -364,6 +394,8 @@ class SegmentSum(Op):
 
     def backward(self, gz):
         return GatherRows.apply(gz, rows=self.inverse)
+
+    jvp = _linear_jvp
 
 
 class DenseAddSparse(Op):
@@ -383,11 +415,15 @@ class DenseAddSparse(Op):
         gv = GatherRows.apply(gz.reshape((self.m,) + self.rest), rows=self.lin) if self.needs(1) else None
         return gd, None if gv is None else gv.to(dt.FROM_NP[self.dtypes[1]])
 
+    jvp = _linear_jvp  # d' + s(v')
+
 
 class SpMM(Op):
     """z = A @ d for a sparse matrix A (n, k), given by its entries v at (rows, cols) (v an array: constant
     entries), and a dense d, (k, m) or (k,);  dz/dv[e] = gz[rows[e]] · d[cols[e]],  dz/dd = Aᵀ @ gz (the same op
-    with rows and cols swapped)."""
+    with rows and cols swapped);  z' = A(v') @ d + A(v) @ d'."""
+
+    jvp = multilinear_jvp
 
     def forward(self, v, d, rows, cols, n, sorted_rows):
         self.rows, self.cols = rows, cols
