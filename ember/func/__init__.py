@@ -63,10 +63,13 @@ def vmap(func: Callable, in_dims=0, out_dims=0, randomness: str = "error", *, ch
     @functools.wraps(func)
     def wrapped(*args, **kwargs):
         where = f"vmap({_name(func)}, in_dims={in_dims}, ...)(<inputs>)"
-        if not isinstance(in_dims, (int, tuple, list, dict)) and in_dims is not None:
+        if not args:
+            raise ValueError(f"vmap({_name(func)})(<inputs>): got no inputs. Maybe you forgot to add inputs, or you "
+                             f"are trying to vmap over a function with no inputs. The latter is unsupported.")
+        if not isinstance(in_dims, (int, tuple)):
             raise ValueError(f"{where}: expected `in_dims` to be int or a (potentially nested) tuple matching the "
-                             f"structure of inputs, got: {type(in_dims).__name__}.")
-        if isinstance(in_dims, (tuple, list)) and not isinstance(in_dims, dict) and len(in_dims) != len(args):
+                             f"structure of inputs, got: {type(in_dims)}.")
+        if isinstance(in_dims, tuple) and len(in_dims) != len(args):
             raise ValueError(f"{where}: in_dims is not compatible with the structure of `inputs`: in_dims has "
                              f"{len(in_dims)} entries but there are {len(args)} inputs.")
         leaves, rebuild = flatten(args)
@@ -85,8 +88,7 @@ def vmap(func: Callable, in_dims=0, out_dims=0, randomness: str = "error", *, ch
                                  f"dimensionality {n} so expected in_dim to satisfy {-n} <= in_dim < {n}.")
             sizes.append(x.shape[d])
         if not sizes:
-            raise ValueError(f"{where}: There are no Tensor inputs to map over (every in_dim is None); at least one "
-                             f"input must be a Tensor with an in_dim.")
+            raise ValueError("vmap: Expected at least one Tensor to vmap over")
         if len(set(sizes)) != 1:
             raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
                              f"{sizes} for the mapped dimension")
@@ -116,7 +118,7 @@ def _chunked(func, leaves, dims, rebuild, kwargs, size, chunk, out_dims, randomn
         sub = [x.narrow(d, start, n) if d is not None else x for x, d in zip(leaves, dims)]
         parts.append(_vmap_call(func, sub, dims, rebuild, kwargs, n, out_dims, randomness))
     outs, rebuild_out = flatten(parts[0])
-    ods = broadcast_prefix(out_dims, parts[0], "vmap: out_dims")
+    ods = broadcast_prefix(out_dims, parts[0], "vmap: out_dims", "outputs")
     cols = [flatten(p)[0] for p in parts]
     return rebuild_out([cat([c[k] for c in cols], dim=od) if od is not None else outs[k]
                         for k, od in enumerate(ods)])
@@ -124,7 +126,11 @@ def _chunked(func, leaves, dims, rebuild, kwargs, size, chunk, out_dims, randomn
 
 def _unmap(out, out_dims, level, size, func):
     leaves, rebuild = flatten(out)
-    ods = broadcast_prefix(out_dims, out, f"vmap({_name(func)}, ..., out_dims={out_dims})(<inputs>): out_dims")
+    if out_dims is not None and not isinstance(out_dims, (int, tuple, list)):
+        raise ValueError(f"vmap({_name(func)}, ..., out_dims={out_dims}): `out_dims` must be an int, None or a python "
+                         f"collection of ints representing where in the outputs the vmapped dimension should appear.")
+    ods = broadcast_prefix(out_dims, out, f"vmap({_name(func)}, ..., out_dims={out_dims})(<inputs>): out_dims",
+                           "outputs")
     res = []
     for x, od in zip(leaves, ods):
         if not _is_tensor(x):

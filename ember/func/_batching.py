@@ -23,6 +23,7 @@ What cannot be batched fails loudly: Python code that reads a batched tensor's v
 from __future__ import annotations
 
 import math
+import operator
 import threading
 import warnings
 
@@ -175,8 +176,31 @@ class BatchedArray:
             return
         raise _data_dependent("writing part of an op's array in Python")
 
+    # reductions along axes (argmax in max(dim), all/any, an index's bounds) give one result per example
+    def _reduce(self, name: str, axis=None, dtype=None, out=None, keepdims: bool = False, **kw) -> "BatchedArray":
+        if out is not None:
+            raise _data_dependent(f"the array method {name} with out=")
+        if dtype is not None:
+            kw["dtype"] = dtype
+        p = self.phys
+        if axis is None and name in ("argmax", "argmin"):  # the flat index within each example
+            r = getattr(p.reshape((self.batch, -1)), name)(axis=1)
+            return BatchedArray(r.reshape((self.batch,) + (1,) * self.ndim) if keepdims else r, self.level)
+        axis = tuple(range(self.ndim)) if axis is None else axis
+        return BatchedArray(getattr(p, name)(axis=_shift_axes(axis, self.ndim), keepdims=keepdims, **kw), self.level)
+
+    def squeeze(self, axis=None) -> "BatchedArray":
+        axis = tuple(k for k, n in enumerate(self.shape) if n == 1) if axis is None else axis
+        return BatchedArray(self.phys.squeeze(_shift_axes(axis, self.ndim)), self.level)
+
     # elementwise NumPy math on stand-ins (a dropout mask `u < p`, a cast) runs on the physical arrays
     def __array_ufunc__(self, ufunc, method, *args, **kwargs):
+        if method in ("reduce", "accumulate") and len(args) == 1 and not kwargs.get("out"):
+            a = args[0]  # np.maximum.accumulate(x, axis): along the same logical axis of every example
+            axis = kwargs.pop("axis", 0)
+            axis = tuple(range(a.ndim)) if axis is None else axis
+            r = getattr(ufunc, method)(a.phys, axis=_shift_axes(axis, a.ndim), **kwargs)
+            return BatchedArray(r, a.level)
         if method != "__call__":
             raise _data_dependent(f"numpy.{ufunc.__name__}.{method}")
         level = max(a.level for a in args if a.__class__ is BatchedArray)
@@ -194,9 +218,64 @@ class BatchedArray:
     def __array_function__(self, func, types, args, kwargs):
         if func is np.copyto:
             dst, src = args[0], args[1]
-            np.copyto(dst.phys if dst.__class__ is BatchedArray else dst, _aligned_phys(src, dst), **kwargs)
+            if dst.__class__ is not BatchedArray:
+                raise _data_dependent("numpy.copyto of a batched array into an array that is not")
+            if "where" in kwargs:
+                kwargs = dict(kwargs, where=_aligned_phys(kwargs["where"], dst))
+            _xp(dst.phys).copyto(dst.phys, _aligned_phys(src, dst), **kwargs)
             return None
+        meta = _METADATA.get(func)
+        if meta is not None:  # what the logical shape tells
+            return meta(*args, **kwargs)
+        if func is np.may_share_memory or func is np.shares_memory:
+            phys = [a.phys if a.__class__ is BatchedArray else a for a in args]
+            return getattr(_xp(phys[0]), func.__name__)(*phys, **kwargs)
+        if func is np.nan_to_num and args[0].__class__ is BatchedArray:  # elementwise
+            p = args[0].phys
+            return BatchedArray(_xp(p).nan_to_num(p, *args[1:], **kwargs), args[0].level)
+        if func is np.where and len(args) == 3:  # elementwise, as a ufunc
+            level = max(a.level for a in args if a.__class__ is BatchedArray)
+            rank = max(a.ndim if a.__class__ is BatchedArray else np.ndim(a) for a in args)
+            phys = [_phys_aligned(a, level, rank) for a in args]
+            return BatchedArray(_xp(phys[0]).where(*phys), level)
+        if func is np.broadcast_to and args[0].__class__ is BatchedArray:
+            a = args[0]
+            shape = tuple(args[1] if len(args) > 1 else kwargs["shape"])
+            p = _phys_aligned(a, a.level, len(shape))
+            return BatchedArray(_xp(p).broadcast_to(p, (a.batch,) + shape), a.level)
+        if func is np.count_nonzero and args[0].__class__ is BatchedArray:
+            a = args[0]
+            axis = kwargs.get("axis", args[1] if len(args) > 1 else None)
+            axis = tuple(range(a.ndim)) if axis is None else axis
+            return BatchedArray(_xp(a.phys).count_nonzero(a.phys, axis=_shift_axes(axis, a.ndim)), a.level)
         raise _data_dependent(f"numpy.{func.__name__}")
+
+
+def _xp(p):
+    """The array module for physical array `p`: NumPy's functions for an outer level's stand-in (which batches them
+    through `__array_function__`), else p's own module (CuPy's functions for a CUDA array)."""
+    return np if p.__class__ is BatchedArray else backend.array_module(p)
+
+
+def _shift_axes(axis, ndim: int):
+    """Logical axes (an int or a tuple; negative ones count from the end) as the physical ones."""
+    if isinstance(axis, (tuple, list)):
+        return tuple(_shift_axes(a, ndim) for a in axis)
+    axis = operator.index(axis)
+    if not -ndim <= axis < ndim:
+        raise np.exceptions.AxisError(axis, ndim)
+    return axis % ndim + 1
+
+
+def _reduction(name: str):
+    return lambda self, axis=None, *args, **kwargs: self._reduce(name, axis, *args, **kwargs)
+
+
+for _name in ("sum", "prod", "mean", "min", "max", "all", "any", "argmax", "argmin"):
+    setattr(BatchedArray, _name, _reduction(_name))
+_METADATA = {np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
+             np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
+             np.result_type: lambda *a: np.result_type(*(x.dtype if x.__class__ is BatchedArray else x for x in a))}
 
 
 def _ufunc_dunder(ufunc, reflected: bool = False):
@@ -292,6 +371,10 @@ def logical(p, level: int):
         return type(p)(logical(x, level) for x in p)
     if p.__class__ not in TENSOR_TYPES:
         return p
+    shape = p._data.shape
+    if not shape or shape[0] != _size_of(level):  # (a rule's slip would otherwise mislabel the examples)
+        raise VmapError(f"vmap: internal error: a physical result of shape {list(shape)} has no batch dimension of "
+                        f"size {_size_of(level)} in front; please report this with the op that produced it")
     leaf = p if (p._requires_grad and p._edge is None) else None
     t = make(BatchedArray(p._data, level, leaf), p._requires_grad, p._edge)
     fw = getattr(p, "_fw", None)
@@ -324,13 +407,12 @@ def batch_dispatch(node, inputs: tuple, arrays: tuple, attrs):
     """`dispatch` of an application with batched arguments: the innermost level present is unwrapped, the op runs
     once on the physical arrays by its batching rule (or once per example), and the result is logical again."""
     from ..autograd.function import dispatch
-    level = -1
-    for a in arrays:
-        if a.__class__ is BatchedArray and a.level > level:
-            level = a.level
+    level = _innermost(arrays, -1)
     for a in inputs:  # (a batched tensor among the inputs whose array the caller replaced: an index, say)
         if a.__class__ in TENSOR_TYPES and a._data.__class__ is BatchedArray and a._data.level > level:
             level = a._data.level
+    if attrs:  # (constant arrays passed as attributes: a mask, an index grid)
+        level = _innermost(attrs.values(), level)
     if level < 0:
         return None
     size = _size_of(level)
@@ -339,11 +421,42 @@ def batch_dispatch(node, inputs: tuple, arrays: tuple, attrs):
     rule = RULES.get(node.__class__)
     if rule is None:
         rule = _default_rule(node.__class__)
+    if rule is not None and attrs and not getattr(rule, "batched_attrs", False) \
+            and _innermost(attrs.values(), -1) == level:
+        rule = None  # a rule reads its attributes as constants: batched ones need a rule written for them
     if rule is not None:
         r = rule(node, level, size, inputs, arrays, attrs)
         if r is not NotImplemented:
             return r
     return _per_example(node, level, size, inputs, arrays, attrs, dispatch)
+
+
+def _innermost(values, level: int) -> int:
+    """The innermost vmap level among the BatchedArrays in `values` (looking into tuples and lists), or `level`."""
+    for a in values:
+        if a.__class__ is BatchedArray:
+            if a.level > level:
+                level = a.level
+        elif a.__class__ is tuple or a.__class__ is list:
+            level = _innermost(a, level)
+    return level
+
+
+def _example(a, level: int, b: int):
+    """Constant `a` (an array, or a tuple or list holding arrays) for example b of `level`: its BatchedArrays of that
+    level indexed at b."""
+    if a.__class__ is BatchedArray:
+        return _at_example(a.phys, b) if a.level == level else a
+    if a.__class__ is tuple or a.__class__ is list:
+        return type(a)(_example(x, level, b) for x in a)
+    return a
+
+
+def _at_example(p, b: int, axis: int = 0):
+    """Physical array `p` at example b of its leading (logical) dim; an outer level's stand-in stays one."""
+    if p.__class__ is BatchedArray:
+        return BatchedArray(_at_example(p.phys, b, axis + 1), p.level)
+    return p[(slice(None),) * axis + (b,)]
 
 
 def _default_rule(cls):
@@ -371,6 +484,8 @@ def phys_args(level: int, inputs: tuple, arrays: tuple):
             new_ar[i] = pd if a is inputs[i]._data else _rederive(a, inputs[i]._data, pd)
         else:
             new_ar[i] = a.phys
+            if i < n and inputs[i] is a:  # a constant array passed as an input (an index): physical there too
+                new_in[i] = a.phys
     for i in range(n):  # an input whose array slot holds something else (the caller passed a derived constant)
         x = inputs[i]
         if x.__class__ in TENSOR_TYPES and x._data.__class__ is BatchedArray and x._data.level == level \
@@ -401,18 +516,29 @@ def _per_example(node, level, size, inputs, arrays, attrs, dispatch):
         ins, ars = list(p_in), list(p_ar)
         for i, isb in enumerate(batched):
             if not isb:
+                ars[i] = _example(p_ar[i], level, b)  # (a tuple of constants holding batched arrays: an index)
                 continue
             if i < n and p_in[i].__class__ in TENSOR_TYPES and p_in[i]._data is p_ar[i]:
                 ins[i] = p_in[i][b]
                 ars[i] = ins[i]._data
             else:
-                ars[i] = p_ar[i][b]
+                ars[i] = _at_example(p_ar[i], b)
         for i in range(n):
             x = ins[i]
-            if x.__class__ in TENSOR_TYPES and x is p_in[i] and x is not inputs[i]:
-                ins[i] = x[b]  # (a physical input whose array slot the caller filled otherwise)
-        results.append(dispatch(object.__new__(node.__class__), tuple(ins), tuple(ars), attrs))
+            if x.__class__ in TENSOR_TYPES:
+                if x is p_in[i] and x is not inputs[i]:
+                    ins[i] = x[b]  # (a physical input whose array slot the caller filled otherwise)
+            elif i < len(ars) and x is p_ar[i]:
+                ins[i] = ars[i]  # a constant passed as input and array alike
+            else:
+                ins[i] = _example(x, level, b)
+        ex_attrs = {k: _example(v, level, b) for k, v in attrs.items()} if attrs else attrs
+        results.append(dispatch(object.__new__(node.__class__), tuple(ins), tuple(ars), ex_attrs))
     from ..ops.shape import stack
+    first = results[0] if results[0].__class__ is tuple else (results[0],)
+    for r in results[1:]:
+        if any(a.shape != b.shape for a, b in zip(first, r if r.__class__ is tuple else (r,))):
+            raise _data_dependent(f"{name}, whose result's shape differs between examples,")
     if results[0].__class__ is tuple:
         out = tuple(stack([r[k] for r in results]) for k in range(len(results[0])))
     else:

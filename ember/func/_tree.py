@@ -28,9 +28,10 @@ def flatten(tree) -> tuple[list, Callable[[list], Any]]:
     return leaves, lambda new: build(iter(new))
 
 
-def broadcast_prefix(prefix, tree, what: str) -> list:
-    """One entry of `prefix` per leaf of `tree`: `prefix` is a tree that matches `tree` down to some depth, a
-    leaf of it (an int or None) applying to the whole subtree below (how vmap reads `in_dims`)."""
+def broadcast_prefix(prefix, tree, what: str, of: str = "inputs") -> list:
+    """One entry of `prefix` per leaf of `tree` (the `of`: inputs or outputs): `prefix` is a tree that matches `tree`
+    down to some depth, a leaf of it (an int or None) applying to the whole subtree below (how vmap reads
+    `in_dims` and `out_dims`)."""
     out: list = []
 
     def walk(p, t, path):
@@ -45,9 +46,9 @@ def broadcast_prefix(prefix, tree, what: str) -> list:
             for k in t:
                 walk(p[k], t[k], f"{path}[{k!r}]")
             return
-        raise ValueError(f"{what} is not compatible with the structure of the inputs at {path or 'the top'}: got "
-                         f"{type(p).__name__} {p!r} for {type(t).__name__}; give an int or None per input, or a "
-                         f"container of the inputs' structure")
+        raise ValueError(f"{what} is not compatible with the structure of `{of}` at {path or 'the top'}: got "
+                         f"{type(p).__name__} {p!r} for {type(t).__name__}; give an int or None per {of[:-1]}, or a "
+                         f"container of the {of}' structure")
 
     walk(prefix, tree, "")
     return out
