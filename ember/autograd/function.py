@@ -229,7 +229,8 @@ class Op(Node):
                 self.next = tuple([True if j == i else None for j in range(len(inputs))])  # `needs(i)` only
                 g = self.backward(t, *inputs) if self.saves_inputs else self.backward(t)
                 g = g[i] if g.__class__ is tuple else g
-                total = g if total is None else total + g
+                if g is not None:  # (None: the op's derivative in that input is zero, e.g. a mask's)
+                    total = g if total is None else total + g
         finally:
             if had:
                 self.next = nxt

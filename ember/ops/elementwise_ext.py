@@ -129,6 +129,8 @@ class Asin(Op):
     def forward(self, x):
         return np.arcsin(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         return gz * (1 - x * x).rsqrt()
 
@@ -138,6 +140,8 @@ class Acos(Op):
 
     def forward(self, x):
         return np.arccos(x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         return -gz * (1 - x * x).rsqrt()
@@ -149,6 +153,8 @@ class Atan(Op):
     def forward(self, x):
         return np.arctan(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         return gz / (1 + x * x)
 
@@ -158,6 +164,8 @@ class Asinh(Op):
 
     def forward(self, x):
         return np.arcsinh(x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         return gz * (x * x + 1).rsqrt()
@@ -169,6 +177,8 @@ class Acosh(Op):
     def forward(self, x):
         return np.arccosh(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         return gz * (x * x - 1).rsqrt()
 
@@ -178,6 +188,8 @@ class Atanh(Op):
 
     def forward(self, x):
         return np.arctanh(x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         return gz / (1 - x * x)
@@ -189,6 +201,8 @@ class Sinh(Op):
     def forward(self, x):
         return np.sinh(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         return gz * cosh(x)
 
@@ -198,6 +212,8 @@ class Cosh(Op):
 
     def forward(self, x):
         return np.cosh(x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         return gz * sinh(x)
@@ -216,6 +232,8 @@ class Erfc(Op):
     def forward(self, x):
         return S.erfc_array(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         return gz * ((-x * x).exp() * (-2 / _SQRT_PI))
 
@@ -227,6 +245,8 @@ class Erfinv(Op):
 
     def forward(self, x):
         return S.erfinv_array(x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz):
         z = self.output()
@@ -241,6 +261,8 @@ class Erfcx(Op):
     def forward(self, x):
         return S.erfcx_array(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         return gz * (2 * x * self.output() - 2 / _SQRT_PI)
 
@@ -250,6 +272,8 @@ class Ndtr(Op):
 
     def forward(self, x):
         return S.ndtr_array(x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         return gz * ((x * x * -0.5).exp() * (1 / math.sqrt(2 * math.pi)))
@@ -263,6 +287,8 @@ class LogNdtr(Op):
     def forward(self, x):
         return S.log_ndtr_array(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         return gz * ((x * x * -0.5 - self.output()).exp() * (1 / math.sqrt(2 * math.pi)))
 
@@ -274,6 +300,8 @@ class Ndtri(Op):
 
     def forward(self, p):
         return S.ndtri_array(p)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz):
         z = self.output()
@@ -293,6 +321,8 @@ class Lgamma(Op):
     def forward(self, x):
         return S.lgamma_array(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         return gz * digamma(x)
 
@@ -303,6 +333,8 @@ class Digamma(Op):
     def forward(self, x):
         return S.digamma_array(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         return gz * polygamma(1, x)
 
@@ -312,6 +344,8 @@ class Polygamma(Op):
 
     def forward(self, x, n):
         return S.polygamma_array(n, x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x, n):
         return gz * polygamma(n + 1, x), None
@@ -356,6 +390,8 @@ class I0(Op):
     def forward(self, x):
         return S.i0_array(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         return gz * i1(x)
 
@@ -367,6 +403,8 @@ class I0e(Op):
 
     def forward(self, x):
         return S.i0e_array(x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         return gz * (i1e(x) - sign(x) * self.output())
@@ -380,6 +418,8 @@ class I1(Op):
     def forward(self, x):
         return S.i1_array(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         at0 = x == 0
         return gz * where(at0, 0.5, i0(x) - self.output() / _safe(x, at0))
@@ -392,6 +432,8 @@ class I1e(Op):
 
     def forward(self, x):
         return S.i1e_array(x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         at0 = x == 0
@@ -411,6 +453,8 @@ class Sinc(Op):
         with np.errstate(invalid="ignore"):  # sin(±inf) (NumPy's sinc is Python code: outside ember's filter)
             return array_module(x).sinc(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         at0 = x == 0
         return gz * where(at0, 0.0, ((x * math.pi).cos() - self.output()) / _safe(x, at0))
@@ -426,6 +470,8 @@ class Logit(Op):
             x = xp.where(x < eps, eps, xp.where(x > 1 - eps, 1 - eps, x)).astype(x.dtype, copy=False)
         return np.log(x / (1 - x))
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x, eps):
         g = gz / (x * (1 - x))
         return (g if eps is None else where((x < eps) | (x > 1 - eps), 0.0, g)), None
@@ -439,6 +485,8 @@ class Frac(Op):
     def forward(self, x):
         return x - np.trunc(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz):
         return gz
 
@@ -450,6 +498,8 @@ class Exp2(Op):
 
     def forward(self, x):
         return np.exp2(x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz):
         return gz * (self.output() * _LN2)
@@ -463,6 +513,8 @@ class Entr(Op):
         with np.errstate(all="ignore"):
             z = -x * np.log(xp.where(x > 0, x, 1))
         return xp.where(x < 0, -np.inf, z).astype(x.dtype, copy=False)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         return -gz * (x.log() + 1)
@@ -498,6 +550,9 @@ class Sgn(Op):
             return x.copy()
         z = np.sign(x)
         return array_module(x).where(np.isnan(z), 0, z).astype(x.dtype, copy=False) if dt.is_float(x.dtype) else z
+
+    def jvp(self, t, x):
+        return 0  # (a zero tangent)
 
     def backward(self, gz):
         return gz * 0.0
@@ -564,6 +619,9 @@ class Frexp(Op):
         m, e = np.frexp(x)
         return m, e.astype(np.int32, copy=False)
 
+    def jvp(self, t, x):
+        return None, None  # no derivative (the results do not require grad either): no tangents
+
 
 def frexp(input: Tensor):
     """The mantissa (input's dtype) and int32 exponent of each element: `return_types.frexp(mantissa, exponent)`."""
@@ -595,6 +653,8 @@ class Xlogy(BinaryOp):
         x, y = _as_float(x, y)
         return _x_log(x, y, self.log1p)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x, y):
         gx = _XlogyGradX.apply(gz, x, y, self.log1p) if self.needs(0) else None
         return gx, (gz * x / (1 + y if self.log1p else y) if self.needs(1) else None)
@@ -623,12 +683,20 @@ class _XlogyGradX(Op):
             r = array_module(r).where(off, 0, r)
         return r
 
+    def jvp(self, t, gz, x, y, log1p):
+        """r' = r's rule applied to gz' + y'·gz/y (0 at the zeroed points); x' does not count."""
+        r = _XlogyGradX.apply(t[0], x, y, log1p) if isinstance(t[0], Tensor) else 0
+        return r + self._dy(t[2], gz, x, y, log1p) if isinstance(t[2], Tensor) else r
+
     def backward(self, g, gz, x, y, log1p):
-        gy = None
-        if self.needs(2):  # (y is a Tensor here)
-            off = ((gz == 0) & ~y.isnan()) | ((x == 0) & (y <= (-1 if log1p else 0)))
-            gy = where(off, 0.0, g * gz / (1 + y if log1p else y))
+        gy = self._dy(g, gz, x, y, log1p) if self.needs(2) else None  # (y is a Tensor here)
         return (_XlogyGradX.apply(g, x, y, log1p) if self.needs(0) else None), None, gy, None
+
+    @staticmethod
+    def _dy(g, gz, x, y, log1p):
+        """g·dr/dy = g·gz/y (g·gz/(1 + y)), 0 where r is zeroed (gz = 0, or x = 0 and y ≤ 0 (≤ -1))."""
+        off = ((gz == 0) & ~y.isnan()) | ((x == 0) & (y <= (-1 if log1p else 0)))
+        return where(off, 0.0, g * gz / (1 + y if log1p else y))
 
 
 class Hypot(BinaryOp):
@@ -636,6 +704,8 @@ class Hypot(BinaryOp):
 
     saves_inputs, saves_output = True, True
     forward = np.hypot
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x, y):
         g = gz / self.output()
@@ -648,6 +718,8 @@ class LogAddExp(BinaryOp):
     saves_inputs = True
     forward = np.logaddexp
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x, y):
         return ((gz / (1 + (y - x).exp())) if self.needs(0) else None,
                 (gz / (1 + (x - y).exp())) if self.needs(1) else None)
@@ -658,6 +730,8 @@ class LogAddExp2(BinaryOp):
 
     saves_inputs = True
     forward = np.logaddexp2
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x, y):
         return ((gz / (1 + exp2(y - x))) if self.needs(0) else None,
@@ -671,6 +745,8 @@ class Copysign(BinaryOp):
 
     def forward(self, x, y):
         return np.copysign(*_as_float(x, y))
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x, y):
         gx = None
@@ -687,6 +763,8 @@ class Fmax(BinaryOp):
     saves_inputs = True
     forward = np.fmax
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x, y):
         return _pick(self, gz, (x >= y) | y.isnan())
 
@@ -697,6 +775,8 @@ class Fmin(BinaryOp):
 
     saves_inputs = True
     forward = np.fmin
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x, y):
         return _pick(self, gz, (x <= y) | y.isnan())
@@ -716,6 +796,8 @@ class Ldexp(BinaryOp):
         x, y = _as_float(x, y)
         return (x * np.exp2(y)).astype(np.result_type(x.dtype, y.dtype), copy=False)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x, y):
         return ((gz * exp2(y)) if self.needs(0) else None,
                 (gz * self.output() * _LN2) if self.needs(1) else None)
@@ -725,6 +807,8 @@ class Nextafter(BinaryOp):
     """z = the next float after x towards y;  dz/dx = 1, dz/dy = 0 (as PyTorch)."""
 
     forward = np.nextafter
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz):
         return gz, (gz * 0.0 if self.needs(1) else None)
@@ -738,9 +822,15 @@ class Heaviside(BinaryOp):
     def forward(self, x, values):
         return array_module(x).where(x == 0, values, x > 0).astype(x.dtype, copy=False)
 
+    def jvp(self, t, x, values):
+        raise NotImplementedError(_NO_HEAVISIDE_DERIVATIVE)  # (the type of PyTorch's forward-mode refusal)
+
     def backward(self, gz):
-        raise RuntimeError("heaviside(): the derivative for heaviside is not implemented (it is 0 almost everywhere; "
-                           "use a smooth step such as sigmoid(x / t) if a gradient is wanted)")
+        raise RuntimeError(_NO_HEAVISIDE_DERIVATIVE)
+
+
+_NO_HEAVISIDE_DERIVATIVE = ("heaviside(): the derivative for heaviside is not implemented (it is 0 almost everywhere; "
+                            "use a smooth step such as sigmoid(x / t) if a gradient is wanted)")
 
 
 class Igamma(BinaryOp):
@@ -751,6 +841,8 @@ class Igamma(BinaryOp):
 
     def forward(self, a, x, upper):
         return S.gammainc_array(a, x, upper, "ember.igammac" if upper else "ember.igamma")
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, a, x, upper):
         if self.needs(0):
@@ -768,6 +860,8 @@ class Zeta(BinaryOp):
 
     def forward(self, x, q):
         return S.zeta_array(*_as_float(x, q))
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x, q):
         if self.needs(0):
@@ -947,6 +1041,10 @@ class NanSum(Op):
             x = array_module(x).where(np.isnan(x), 0, x)
         return sum_array(x, axes, keepdim)
 
+    def jvp(self, t, x, axes, keepdim):
+        """z' = Σ x' over `axes`, 0 at x's NaNs."""
+        return _reduce.sum(where(x.isnan(), 0.0, t[0]), axes, keepdim)
+
     def backward(self, gz, x, axes, keepdim):
         # a product, not a `where`: an infinite gz (nanmean of an all-NaN slice divides by 0) gives NaN, as PyTorch
         return _keep(gz, x.shape, axes, keepdim) * (~x.isnan()).to(gz.dtype), None, None
@@ -1043,13 +1141,22 @@ class Quantile(Op):
         z = xp.where(self.w < 0.5, a + self.w * (b - a), b - (b - a) * (1 - self.w))
         return z.reshape(out_shape).astype(d, copy=False)
 
+    def jvp(self, t, x, q, axis, interpolation, ignore_nan, out_shape):
+        """z' = (1 - w)·x'₍ₗₒ₎ + w·x'₍ₕᵢ₎ + q'·dz/dq."""
+        linear = interpolation == "linear"
+        w, n_1 = self._weights(q, out_shape, linear)
+        tz = 0
+        if isinstance(t[0], Tensor):
+            tz = _Take.apply(t[0], self.lo, out_shape) * (1 - w) + _Take.apply(t[0], self.hi, out_shape) * w
+        if linear and isinstance(t[1], Tensor):
+            # dz/dq = (x₍ₕᵢ₎ - x₍ₗₒ₎)·(n - 1), unmasked (unlike backward's): NaN in a row holding NaN, as PyTorch's
+            tq = t[1].reshape(tuple(q.shape) + (1,) * (len(out_shape) - q.ndim))
+            tz = tz + tq * (_Take.apply(x, self.hi, out_shape) - _Take.apply(x, self.lo, out_shape)) * n_1
+        return tz
+
     def backward(self, gz, x, q, axis, interpolation, ignore_nan, out_shape):
-        w = make(self.w.reshape(out_shape))
-        n_1 = make(array_module(self.last).broadcast_to(self.last, self.lo.shape).reshape(out_shape))
         q_slope = self.needs(1) and interpolation == "linear"
-        if q_slope:  # w = q·(n-1) - lo as a function of q, so that the x-gradient differentiates in q too
-            qb = q.reshape(tuple(q.shape) + (1,) * (len(out_shape) - q.ndim))
-            w = qb * n_1 - make(self.lo_rank.reshape(out_shape))
+        w, n_1 = self._weights(q, out_shape, q_slope)
         gx = gq = None
         if self.needs(0):
             gx = _PutAdd.apply(gz * (1 - w), self.lo, self.x_shape) + _PutAdd.apply(gz * w, self.hi, self.x_shape)
@@ -1061,6 +1168,16 @@ class Quantile(Op):
             gq = (gz * where(pinned, 0.0, spread) * n_1).reshape(self.lo.shape).sum(1).reshape(q.shape)
         return gx, gq, None, None, None, None
 
+    def _weights(self, q, out_shape: tuple, of_q: bool):
+        """(w, n - 1) in the result's shape. `of_q`: w as the function q·(n-1) - lo of q (linear interpolation; the
+        same values), so that what is made of it differentiates in q too."""
+        w = make(self.w.reshape(out_shape))
+        n_1 = make(array_module(self.last).broadcast_to(self.last, self.lo.shape).reshape(out_shape))
+        if of_q:
+            qb = q.reshape(tuple(q.shape) + (1,) * (len(out_shape) - q.ndim))
+            w = qb * n_1 - make(self.lo_rank.reshape(out_shape))
+        return w, n_1
+
 
 class _PutAdd(Op):
     """z = zeros of `shape` with g added at the flat positions idx (repeats add up);  dz/dg = gz at idx (`_Take`)."""
@@ -1071,6 +1188,9 @@ class _PutAdd(Op):
         self.idx, self.g_shape = idx, g.shape
         z = array_module(g).bincount(idx.ravel(), g.ravel(), math.prod(shape))
         return z.astype(g.dtype, copy=False).reshape(shape)
+
+    def jvp(self, t, *inputs):
+        return self.reapply(*t)  # (linear in g)
 
     def backward(self, gz):
         return _Take.apply(gz, self.idx, self.g_shape), None, None
@@ -1084,6 +1204,9 @@ class _Take(Op):
     def forward(self, t, idx, shape):
         self.idx, self.t_shape = idx, t.shape
         return t.reshape(-1)[idx].reshape(shape)
+
+    def jvp(self, t, *inputs):
+        return self.reapply(*t)  # (linear in t)
 
     def backward(self, gz):
         return _PutAdd.apply(gz, self.idx, self.t_shape), None, None
@@ -1273,6 +1396,9 @@ class _ScipyUnary(Op):
     def forward(self, x, name, api):
         return S.scipy_unary_array(name, api, x)
 
+    def jvp(self, t, *inputs):
+        return None  # no derivative (the result does not require grad either): no tangent
+
 
 class _SphericalJ0(Op):
     """z = sin(x)/x; PyTorch does not differentiate it."""
@@ -1282,6 +1408,9 @@ class _SphericalJ0(Op):
     def forward(self, x):
         return S.spherical_j0_array(x)
 
+    def jvp(self, t, *inputs):
+        return None  # no derivative (the result does not require grad either): no tangent
+
 
 class _Polynomial(Op):
     """z = p_n(x) for a classical orthogonal polynomial family; PyTorch does not differentiate these."""
@@ -1290,6 +1419,9 @@ class _Polynomial(Op):
 
     def forward(self, x, n, kind):
         return S.polynomial_array(kind, x, n)
+
+    def jvp(self, t, *inputs):
+        return None  # no derivative (the result does not require grad either): no tangent
 
 
 def scipy_unary(name: str, scipy_name: str):

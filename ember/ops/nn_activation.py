@@ -73,6 +73,8 @@ class Hardtanh(Op):
         z = x.clip(lo, hi)
         return z if z.dtype == x.dtype else z.astype(x.dtype)  # an integer input stays integer
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x, lo, hi):
         return gz * ~((x <= lo) | (x >= hi)), None, None
 
@@ -82,6 +84,8 @@ class LeakyRelu(Op):
 
     def forward(self, x, slope):
         return backend.array_module(x).where(x > 0, x, x * slope)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x, slope):
         return where(x > 0, gz, gz * slope), None
@@ -132,6 +136,8 @@ class Elu(Op):
         neg *= alpha * scale
         return backend.array_module(x).where(x > 0, x * scale if scale != 1 else x, neg)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x, alpha, scale, input_scale):
         neg = (x.clamp(max=0) * input_scale).exp() * (alpha * scale * input_scale)
         return where(x > 0, gz * scale if scale != 1 else gz, gz * neg), None, None, None
@@ -162,6 +168,8 @@ class GeluErf(Op):
         z *= 0.5
         return z
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         cdf = (erf(x * _SQRT1_2) + 1.0) * 0.5
         pdf = (x * x * -0.5).exp() * _INV_SQRT_2PI
@@ -177,6 +185,8 @@ class GeluTanh(Op):
         z *= x
         z *= 0.5
         return z
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         x2 = x * x
@@ -208,6 +218,8 @@ class Silu(Op):
     def forward(self, x):
         return x * _sigmoid_array(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         s = sigmoid(x)
         return gz * (s * (x * (1.0 - s) + 1.0))
@@ -229,6 +241,8 @@ class Mish(Op):
     def forward(self, x):
         return x * np.tanh(_softplus_array(x))
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         t = tanh(dispatch(_new(Softplus1), (x,), (x._data,)))
         return gz * (t + x * (1.0 - t * t) * sigmoid(x))
@@ -239,6 +253,8 @@ class Softplus1(Op):
 
     def forward(self, x):
         return _softplus_array(x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         return gz * sigmoid(x)
@@ -255,6 +271,8 @@ class Softplus(Op):
     def forward(self, x, beta, threshold):
         bx = x * beta
         return backend.array_module(x).where(bx > threshold, x, _softplus_array(bx) / beta if beta != 1 else _softplus_array(bx))
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x, beta, threshold):
         bx = x * beta if beta != 1 else x
@@ -273,6 +291,8 @@ class LogSigmoid(Op):
         z = np.minimum(x, 0)
         z -= np.log1p(np.exp(-np.abs(x)))
         return z
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         return gz * sigmoid(-x)
@@ -319,6 +339,10 @@ class Softmax(_MaxShifted):
         y /= y.sum(axis=axis, keepdims=True)
         return y
 
+    def jvp(self, t, x, axis):
+        """y' = y·(x' - Σ x'·y): the map of backward (softmax's Jacobian is symmetric)."""
+        return SoftmaxGrad.apply(t[0], self.result(), self.axis)
+
     def backward(self, gz):
         return SoftmaxGrad.apply(gz, self.output(), self.axis)
 
@@ -333,6 +357,13 @@ class SoftmaxGrad(Op):
         if t.size:
             t -= y * t.sum(axis=axis, keepdims=True)
         return t
+
+    def jvp(self, t, g, y, axis):
+        """r' = y·(g' - Σ g'·y) + y'·(g - s) - y·Σ g·y'."""
+        r = SoftmaxGrad.apply(t[0], y, axis) if isinstance(t[0], Tensor) else 0
+        if isinstance(t[1], Tensor):
+            r = r + t[1] * (g - _sum(g * y, axis, keepdim=True)) - y * _sum(g * t[1], axis, keepdim=True)
+        return r
 
     def backward(self, gr, g, y, axis):
         gg = SoftmaxGrad.apply(gr, y, axis) if self.needs(0) else None
@@ -351,6 +382,10 @@ class LogSoftmax(_MaxShifted):
         y -= np.log(np.exp(y).sum(axis=axis, keepdims=True))
         return y
 
+    def jvp(self, t, x, axis):
+        """y' = x' - Σ x'·e^y."""
+        return t[0] - _sum(t[0] * self.result().exp(), self.axis, keepdim=True)
+
     def backward(self, gz):
         return LogSoftmaxGrad.apply(gz, self.output(), self.axis)
 
@@ -365,6 +400,12 @@ class LogSoftmaxGrad(Op):
         r *= g.sum(axis=axis, keepdims=True)
         np.subtract(g, r, out=r)
         return r
+
+    def jvp(self, t, g, y, axis):
+        """r' = g' - e^y·Σ g' - y'·e^y·Σ g."""
+        p = y.exp()
+        r = t[0] - p * _sum(t[0], axis, keepdim=True) if isinstance(t[0], Tensor) else 0
+        return r - t[1] * p * _sum(g, axis, keepdim=True) if isinstance(t[1], Tensor) else r
 
     def backward(self, gr, g, y, axis):
         p = y.exp()
@@ -411,6 +452,8 @@ class Dropout(Op):
     def forward(self, x, mask):
         self.mask = mask
         return x * mask
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz):
         """dx = gz·mask (the mask a constant: differentiable in gz)."""

@@ -30,7 +30,7 @@ from .arithmetic import sum_to, where
 from .nn_activation import (Elu, Softmax, Softplus1, _SELU_ALPHA, _SELU_SCALE, _check, _dropout, _float_input, _run,
                             _sigmoid_array, _softmax_args, check_dropout_p, leaky_relu, logsigmoid)
 from .nn_loss import _constant, _reduce, reduction_arg
-from .nn_misc import _FloorValue, one_hot
+from .nn_misc import one_hot
 from .nn_norm import Normalize, _reducer, batch_norm
 from .reduce import norm
 from .shape import cat
@@ -66,6 +66,8 @@ class Hardshrink(Op):
     def forward(self, x, lambd):
         return backend.array_module(x).where((x >= -lambd) & (x <= lambd), x.dtype.type(0), x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x, lambd):
         return gz * ~((x >= -lambd) & (x <= lambd)), None
 
@@ -77,6 +79,8 @@ class Softshrink(Op):
         xp = backend.array_module(x)
         inside = (x >= -lambd) & (x <= lambd)
         return xp.where(inside, x.dtype.type(0), x - xp.sign(x) * x.dtype.type(lambd))
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x, lambd):
         return gz * ~((x >= -lambd) & (x <= lambd)), None
@@ -104,6 +108,8 @@ class Hardsigmoid(Op):
         z /= 6
         return z
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         return gz * ((x > -3) & (x < 3)) / 6
 
@@ -118,6 +124,8 @@ class Hardswish(Op):
         z *= x
         z /= 6
         return z
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         return where(x <= -3, 0.0, where(x < 3, gz * (x / 3 + 0.5), gz))
@@ -151,6 +159,8 @@ class Threshold(Op):
         # the value takes x's dtype (2.5 becomes 2 for an integer x), as PyTorch casts it
         return backend.array_module(x).where(x <= threshold, x.dtype.type(value), x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x, threshold, value):
         return gz * ~(x <= threshold), None, None
 
@@ -181,6 +191,8 @@ class Softsign(Op):
         d += 1
         return np.divide(x, d, out=d)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         d = x.abs() + 1
         return gz / (d * d)
@@ -191,6 +203,8 @@ class Tanhshrink(Op):
 
     def forward(self, x):
         return np.subtract(x, np.tanh(x))
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         t = tanh(x)
@@ -235,6 +249,13 @@ class Glu(Op):
         z *= a
         return z
 
+    def jvp(self, t, x, axis):
+        """z' = a'·σ(b) + a·σ(b)·(1 − σ(b))·b'."""
+        a, b = x.chunk(2, axis)
+        ta, tb = t[0].chunk(2, axis)
+        s = sigmoid(b)
+        return ta * s + a * s * (1 - s) * tb
+
     def backward(self, gz, x, axis):
         a, b = x.chunk(2, axis)
         s = sigmoid(b)
@@ -261,6 +282,13 @@ class Prelu(Op):
 
     def forward(self, x, w, view):
         return backend.array_module(x).where(x > 0, x, w.reshape(view) * x)
+
+    def jvp(self, t, x, w, view):
+        """z' = x' where x ≥ 0, else w·x' + w'·x (PyTorch's forward rule takes x = 0 on the identity side, its
+        backward on the other: at x = 0, z' = x' while dz/dx = w)."""
+        pos = x >= 0
+        tz = where(pos, t[0], t[0] * w.reshape(view)) if isinstance(t[0], Tensor) else 0
+        return tz + where(pos, 0.0, t[1].reshape(view) * x) if isinstance(t[1], Tensor) else tz
 
     def backward(self, gz, x, w, view):
         pos = x > 0
@@ -297,6 +325,8 @@ class RreluNoise(Op):
     def forward(self, x, r):
         return backend.array_module(x).where(x > 0, x, x * r)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x, r):
         return where(x > 0, gz, gz * make(r)), None
 
@@ -306,7 +336,7 @@ def _uniform_like(x: Tensor, low: float, high: float):
     """U(low, high) draws of x's shape and dtype on x's device (a function of x, not of its shape, so that a
     compiled program draws for each call's shape)."""
     xd = x._data
-    r = np.asarray(_creation.generator_for(_device_of(xd)).random(xd.shape, xd.dtype))
+    r = _creation.generator_for(_device_of(xd)).random(xd.shape, xd.dtype)
     r *= high - low
     r += low
     return r.astype(xd.dtype, copy=False)
@@ -353,6 +383,8 @@ class AlphaDropout(Op):
         z *= m
         z -= c
         return z
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz):
         return gz * make(self.m), None, None
@@ -712,7 +744,11 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, ep
                              f"the input's size, with one dim of size 1, or without the last dim)")
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{op}(): {reduction} is not valid (expected 'none', 'mean' or 'sum')")
-    v = _FloorValue.apply(var, eps)
+    # clamped at eps outside autograd, as PyTorch does: var's gradient passes the clamp unchanged, while forward
+    # mode, which no_grad does not turn off, sees the clamp (a zero tangent where var < eps), as PyTorch's does
+    v = var.clone()
+    with no_grad():
+        v.clamp_(min=eps)
     d = input - target
     loss = 0.5 * (v.log() + d * d / v)
     if full:
@@ -724,7 +760,7 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, ep
 def _logaddexp3(a, b, c):
     """ln(e^a + e^b + e^c) elementwise, −inf where all three are −inf."""
     m = np.maximum(np.maximum(a, b), c)
-    m[np.isneginf(m)] = 0  # (all −inf: the sum below is 0 and its log −inf)
+    m[backend.array_module(m).isneginf(m)] = 0  # (all −inf: the sum below is 0 and its log −inf)
     s = np.exp(a - m)
     s += np.exp(b - m)
     s += np.exp(c - m)
@@ -736,7 +772,7 @@ def _logaddexp3(a, b, c):
 
 def _shift(a, k: int, fill):
     """a moved k places along the last axis (k > 0: towards higher indices), `fill` entering."""
-    out = np.empty_like(a)
+    out = _empty_like(a)
     if k > 0:
         out[..., :k] = fill
         out[..., k:] = a[..., :-k]
@@ -783,12 +819,20 @@ class CTCLoss(Op):
         self.alpha, self.lpl, self.nll = alpha, lpl, nll
         return xp.where(xp.isinf(nll), lp.dtype.type(0), nll) if zero_infinity else nll
 
+    def jvp(self, t, lp, ext, skip, il, tl, zero_infinity):
+        """nll' = Σ over frames and classes of ∂nll/∂lp·lp', with the true derivative (the second term of the class's
+        g: PyTorch has no forward-mode rule to follow, and the two agree for log_softmax's outputs). NaN where the
+        loss is infinite, 0 there with zero_infinity."""
+        d = _CTCGrad.apply(lp, self._grad(lp._data, ext, skip, il, tl, zero_infinity, exact=True))
+        return (d * t[0]).sum((0, 2))
+
     def backward(self, gz, lp, ext, skip, il, tl, zero_infinity):
         g = _CTCGrad.apply(lp, self._grad(lp._data, ext, skip, il, tl, zero_infinity))
         return g * gz.reshape(1, -1, 1), None, None, None, None, None
 
-    def _grad(self, lp, ext, skip, il, tl, zero_infinity):
-        """PyTorch's gradient (see the class) for an upstream gradient of ones, from the beta recursion."""
+    def _grad(self, lp, ext, skip, il, tl, zero_infinity, exact: bool = False):
+        """PyTorch's gradient (see the class) for an upstream gradient of ones, from the beta recursion; `exact`: the
+        true derivative (without e^lp)."""
         alpha, lpl, nll = self.alpha, self.lpl, self.nll
         T, N, C = lp.shape
         xp = backend.array_module(lp)
@@ -812,8 +856,11 @@ class CTCLoss(Op):
         np.exp(occ, out=occ)
         flat = ((xp.arange(T)[:, None, None] * N + rows[:, None]) * C + ext).reshape(-1)
         summed = xp.bincount(flat, weights=occ.reshape(-1), minlength=T * N * C).reshape(T, N, C)
-        grad = np.exp(lp)
-        grad -= summed.astype(lp.dtype, copy=False)
+        if exact:
+            grad = -summed.astype(lp.dtype, copy=False)
+        else:
+            grad = np.exp(lp)
+            grad -= summed.astype(lp.dtype, copy=False)
         live = xp.arange(T)[:, None] < il  # (T, N): frames within each input length
         grad *= live[:, :, None]
         bad = xp.isinf(nll)
@@ -830,9 +877,15 @@ class _CTCGrad(Op):
     def forward(self, lp, grad):
         return grad
 
+    def jvp(self, t, lp, grad):
+        raise NotImplementedError(_NO_CTC_SECOND_DERIVATIVE)  # (PyTorch's forward mode raises this type)
+
     def backward(self, gz):
-        raise RuntimeError("ctc_loss(): the derivative of ctc_loss's backward (double backward) is not implemented, "
-                           "as in PyTorch (derivative for aten::_ctc_loss_backward is not implemented)")
+        raise RuntimeError(_NO_CTC_SECOND_DERIVATIVE)
+
+
+_NO_CTC_SECOND_DERIVATIVE = ("ctc_loss(): the derivative of ctc_loss's backward (double backward) is not implemented, "
+                             "as in PyTorch (derivative for aten::_ctc_loss_backward is not implemented)")
 
 
 def _lengths(v, n: int, name: str, op: str):
@@ -1003,6 +1056,9 @@ class ChannelWindowSum(Op):
             r[:, o:] += s[:, :c - o]
         return r
 
+    def jvp(self, t, *inputs):
+        return self.reapply(*t)  # (linear in s)
+
     def backward(self, gr):
         return ChannelWindowSum.apply(gr, self.hi, self.lo), None, None
 
@@ -1064,6 +1120,17 @@ class RmsNorm(Op):
         if w is not None:
             z *= w
         return z
+
+    def jvp(self, t, x, w, k, eps):
+        """z' = r·(x' − x·r²·mean(x·x'))·γ + x·r·γ'."""
+        axes = tuple(range(x.ndim - k, x.ndim))
+        r = ((x * x).mean(axes, keepdim=True) + eps).rsqrt()
+        tz = 0
+        if isinstance(t[0], Tensor):
+            tz = r * (t[0] - x * (r * r) * (x * t[0]).mean(axes, keepdim=True))
+            if w is not None:
+                tz = tz * w
+        return tz + x * r * t[1] if isinstance(t[1], Tensor) else tz
 
     def backward(self, gz, x, w, k, eps):
         axes = tuple(range(x.ndim - k, x.ndim))

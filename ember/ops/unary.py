@@ -44,6 +44,8 @@ class Neg(Op):
                                "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
         return -x
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz):
         return -gz
 
@@ -70,6 +72,8 @@ class Expm1(Op):
     def forward(self, x):
         return np.expm1(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz):
         return gz * (self.output() + 1)
 
@@ -79,6 +83,8 @@ class Log(Op):
 
     def forward(self, x):
         return np.log(x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         return gz / x
@@ -90,6 +96,8 @@ class Log2(Op):
     def forward(self, x):
         return np.log2(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         return gz / (x * math.log(2.0))
 
@@ -100,6 +108,8 @@ class Log10(Op):
     def forward(self, x):
         return np.log10(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         return gz / (x * math.log(10.0))
 
@@ -109,6 +119,8 @@ class Log1p(Op):
 
     def forward(self, x):
         return np.log1p(x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         return gz / (x + 1)
@@ -122,6 +134,8 @@ class Sqrt(Op):
     def forward(self, x):
         return np.sqrt(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz):
         return gz / (2 * self.output())
 
@@ -133,6 +147,8 @@ class Rsqrt(Op):
 
     def forward(self, x):
         return 1 / np.sqrt(x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz):
         z = self.output()
@@ -147,6 +163,8 @@ class Reciprocal(Op):
     def forward(self, x):
         return 1 / x
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz):
         z = self.output()
         return -gz * z * z
@@ -158,6 +176,8 @@ class Square(Op):
     def forward(self, x):
         return x * x
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         return gz * (2 * x)
 
@@ -168,6 +188,8 @@ class Sin(Op):
     def forward(self, x):
         return np.sin(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         return gz * x.cos()
 
@@ -177,6 +199,8 @@ class Cos(Op):
 
     def forward(self, x):
         return np.cos(x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         return -gz * x.sin()
@@ -189,6 +213,8 @@ class Tan(Op):
 
     def forward(self, x):
         return np.tan(x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz):
         z = self.output()
@@ -203,6 +229,8 @@ class Tanh(Op):
     def forward(self, x):
         return np.tanh(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz):
         return TanhGrad.apply(gz, self.output())
 
@@ -213,6 +241,8 @@ class TanhGrad(Op):
     def forward(self, gz, z):
         t = gz * z
         return gz - t * z  # no Python scalar: NumPy's scalar handling costs more than a tiny op
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gr, gz, z):
         return (TanhGrad.apply(gr, z) if self.needs(0) else None), (gr * gz * z * -2 if self.needs(1) else None)
@@ -229,6 +259,8 @@ class Sigmoid(Op):
         z *= 0.5
         return z
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz):
         return SigmoidGrad.apply(gz, self.output())
 
@@ -239,6 +271,8 @@ class SigmoidGrad(Op):
     def forward(self, gz, z):
         t = gz * z
         return t - t * z  # = gz·z(1 - z), without a Python scalar (slower than a tiny op in NumPy)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gr, gz, z):
         return (SigmoidGrad.apply(gr, z) if self.needs(0) else None), (gr * gz * (1 - 2 * z) if self.needs(1) else None)
@@ -254,6 +288,8 @@ class Relu(Op):
             raise RuntimeError("relu(): bool inputs are not supported (got an ember.bool tensor); "
                                "convert it with .to(ember.float32) or .long() first")
         return np.maximum(x, 0)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz):
         """dx = gz·[z > 0]: one ReluGrad op, itself differentiable in gz (double backward)."""
@@ -278,6 +314,10 @@ class ReluGrad(Op):
     def forward(self, gz, z):
         return gz * relu_mask(z)
 
+    def jvp(self, t, gz, z):
+        """r' = gz'·[z > 0]: the mask is piecewise constant in z."""
+        return ReluGrad.apply(t[0], z) if isinstance(t[0], Tensor) else 0
+
     def backward(self, gr, gz, z):
         return (ReluGrad.apply(gr, z) if self.needs(0) else None), None
 
@@ -290,6 +330,8 @@ class Abs(Op):
             raise _not_for_bool("abs")
         return np.abs(x)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x):
         return gz * x.sign()
 
@@ -299,6 +341,8 @@ class Erf(Op):
 
     def forward(self, x):
         return erf_array(x)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x):
         return gz * ((-x * x).exp() * (2.0 / math.sqrt(math.pi)))
@@ -321,6 +365,9 @@ class _Piecewise(Op):
     """Piecewise-constant functions (floor, ceil, round, trunc, sign): zero gradient."""
 
     saves_inputs = False
+
+    def jvp(self, t, *inputs):
+        return 0  # (a zero tangent)
 
     def backward(self, gz):
         return gz * 0.0
@@ -357,6 +404,8 @@ class Clamp(Op):
     def forward(self, x, lo, hi):
         return backend.array_module(x).clip(x, lo, hi)
 
+    jvp = Op.elementwise_jvp
+
     def backward(self, gz, x, lo, hi):
         keep = (x >= lo) if lo is not None else None
         if hi is not None:
@@ -374,6 +423,8 @@ class ClampTensor(Op):
     def forward(self, x, lo, hi):
         z = x if lo is None else np.maximum(x, lo)
         return z if hi is None else np.minimum(z, hi)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x, lo, hi):
         # each gradient is gz times a mask (as Clamp's: a product costs a third of a where() on large tensors)
@@ -396,6 +447,10 @@ class Cast(Op):
     def forward(self, x, np_dtype):
         self.in_dtype = x.dtype
         return x.astype(np_dtype)
+
+    def jvp(self, t, x, np_dtype):
+        """z' = x' converted to z's dtype."""
+        return t[0].to(self.result().dtype) if isinstance(t[0], Tensor) else 0
 
     def backward(self, gz):
         return gz.to(dt.FROM_NP[self.in_dtype])
