@@ -157,6 +157,20 @@ def _array(r):
     return np.asarray(r) if isinstance(r, _generic) else r
 
 
+def linear_jvp(self, tangents: tuple, *inputs):
+    """`jvp` of an op linear in its tensor inputs (a view, an indexing, a sum, a join): the op itself applied
+    to the tangents, with the same constants (`Op.reapply`). Set `jvp = linear_jvp` beside such a `backward`."""
+    return self.reapply(*tangents)
+
+
+def tangent_or_zeros(t, x: Tensor) -> Tensor:
+    """In `jvp`: input x's tangent `t`, or zeros shaped as x where it has none (the number 0)."""
+    if isinstance(t, Tensor):
+        return t
+    with on_device_of(x._data):
+        return make(backend.array_module(x._data).zeros(x._data.shape, x._data.dtype))
+
+
 # ---------------------------------------------------------------------- differentiable binary ops
 class Add(BinaryOp):
     """z = x + y;  dz/dx = 1, dz/dy = 1."""
@@ -261,6 +275,8 @@ class Pow(BinaryOp):
             return x2 * x if y == 3 else x2 * x2
         return x ** y
 
+    jvp = Op.elementwise_jvp  # z' = dz/dx x' + dz/dy y', with backward's conventions at the singular points
+
     def backward(self, gz, x, y):
         # PyTorch's conventions at the singular points: dz/dx = 0 where y = 0 (also at x = 0), and
         # dz/dy = 0 where x = 0 and y >= 0 (z ln x would be 0 * -inf); for y < 0 it is -inf there.
@@ -290,6 +306,8 @@ class Maximum(BinaryOp):
 
     forward = np.maximum
 
+    jvp = Op.elementwise_jvp  # z' = the larger input's tangent (the mean of both on a tie, as backward splits gz)
+
     def backward(self, gz, x, y):
         return _minmax_grads(self, gz, x, y, x < y, x > y)
 
@@ -300,6 +318,8 @@ class Minimum(BinaryOp):
     saves_inputs = True
 
     forward = np.minimum
+
+    jvp = Op.elementwise_jvp  # z' = the smaller input's tangent (the mean of both on a tie)
 
     def backward(self, gz, x, y):
         return _minmax_grads(self, gz, x, y, x > y, x < y)
@@ -323,6 +343,8 @@ class Remainder(BinaryOp):
         _check_int_zero(y, x, "remainder")
         return np.mod(x, y)
 
+    jvp = Op.elementwise_jvp  # z' = x' - floor(x / y) y'
+
     def backward(self, gz, x, y):
         return gz, (-gz * (x / y).floor() if self.needs(1) else None)
 
@@ -335,6 +357,8 @@ class Fmod(BinaryOp):
     def forward(self, x, y):
         _check_int_zero(y, x, "fmod")
         return np.fmod(x, y)
+
+    jvp = Op.elementwise_jvp  # z' = x' - trunc(x / y) y'
 
     def backward(self, gz, x, y):
         return gz, (-gz * (x / y).trunc() if self.needs(1) else None)
@@ -354,6 +378,8 @@ class Atan2(BinaryOp):
             if getattr(y, "dtype", None) is not None:
                 y = y.astype(dt.NP_DEFAULT_FLOAT)
         return np.arctan2(x, y)
+
+    jvp = Op.elementwise_jvp  # z' = (y x' - x y') / (x² + y²)
 
     def backward(self, gz, x, y):
         # integer inputs are computed in the gradient's float dtype (x·x would overflow an int32)
@@ -397,6 +423,11 @@ def _check_int_zero(y, x, op):
 # ---------------------------------------------------------------------- non-differentiable binary ops
 class _NonDiff(BinaryOp):
     """Ops with no gradient: the result never requires grad."""
+
+    def jvp(self, t, x, y):
+        # piecewise constant (comparisons, floor division, bitwise ops): a float result's tangent is zero wherever
+        # it is defined (PyTorch's div(rounding_mode='floor')); a bool or integer result carries none
+        return 0
 
 
 def _nondiff(cls, a, b, name: str) -> Tensor:
@@ -490,6 +521,8 @@ class SumTo(Op):
             return g.reshape(shape)
         return sum_array(g, axes, True).reshape(shape)
 
+    jvp = linear_jvp  # linear: the tangent summed the same way
+
     def backward(self, gz):
         return broadcast_to(gz, self.in_shape)
 
@@ -514,6 +547,8 @@ class BroadcastTo(Op):
             raise RuntimeError(f"expand/broadcast_to: the expanded size of the tensor must match the existing size "
                                f"at non-singleton dimensions: cannot broadcast {list(x.shape)} to {list(shape)}") from None
 
+    jvp = linear_jvp  # linear: the tangent broadcast the same way
+
     def backward(self, gz):
         return sum_to(gz, self.in_shape)
 
@@ -530,6 +565,8 @@ class Where(Op):
 
     def forward(self, cond, x, y):
         return backend.array_module(cond).where(cond, x, y)
+
+    jvp = linear_jvp  # z' = cond ? x' : y' (the condition is kept)
 
     def backward(self, gz, cond, x, y):
         gx = sum_to(where(cond, gz, 0.0), x.shape) if self.needs(1) else None
@@ -607,9 +644,9 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode == "floor":
         return floor_divide(input, other)
     if rounding_mode == "trunc":
-        q = binary(Div, input, other, "div")
+        q = _nondiff(Div, input, other, "div")
         t = input if isinstance(input, Tensor) else other
-        r = q.detach().trunc()
+        r = q.trunc()  # (piecewise constant: a zero tangent under forward AD, as floor's)
         return r if q._data.dtype == t._data.dtype or dt.is_float(t._data.dtype) else r.to(dt.FROM_NP[t._data.dtype])
     raise ValueError(f"div(): rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
 

@@ -24,6 +24,8 @@ class Clone(Op):
     def forward(self, x, fmt=None):
         return x.copy() if fmt is None else MF.lay_out(x, fmt, "clone")
 
+    jvp = A.linear_jvp  # the tangent copied the same way
+
     def backward(self, gz):
         return gz
 
@@ -36,6 +38,8 @@ class ToDevice(Op):
     def forward(self, x, dev, non_blocking=False):
         self.src = backend.device_of(x)
         return backend.transfer(x, dev, non_blocking)
+
+    jvp = A.linear_jvp  # the tangent moved along
 
     def backward(self, gz):
         return to(gz, self.src)

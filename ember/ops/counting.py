@@ -447,14 +447,28 @@ class LogCumSumExp(Op):
             return xp.flip(_logaddexp_scan(xp.flip(x, axis), axis), axis)
         return _logaddexp_scan(x, axis)
 
+    def jvp(self, t, x, axis, reverse):
+        """z_i' = Σ_{j≤i} e^(x_j - z_i) x_j', in log space as backward: e^(lcse(x + ln t⁺)_i - z_i) - the same
+        for t⁻ (lcse this op, in the same direction)."""
+        t = t[0]
+        z = self.output()
+        z = where(z == -math.inf, 0.0, z)  # an all -inf prefix: its tangent is 0
+        return ((_apply(LogCumSumExp, x + _log_part(t, True), axis, reverse) - z).exp()
+                - (_apply(LogCumSumExp, x + _log_part(t, False), axis, reverse) - z).exp())
+
     def backward(self, gz, x, axis, reverse):
         z = self.output()
         z = where(z == -math.inf, 0.0, z)  # there every x_j is -inf: e^(x_j - 0) = 0, not e^(-inf + inf) = nan
-        pos, neg = gz > 0, gz < 0
-        log_pos = where(pos, where(pos, gz, 1.0).log(), -math.inf) - z
-        log_neg = where(neg, where(neg, -gz, 1.0).log(), -math.inf) - z
+        log_pos = _log_part(gz, True) - z
+        log_neg = _log_part(gz, False) - z
         return ((x + _apply(LogCumSumExp, log_pos, axis, not reverse)).exp()
                 - (x + _apply(LogCumSumExp, log_neg, axis, not reverse)).exp())
+
+
+def _log_part(g: Tensor, positive: bool) -> Tensor:
+    """ln g⁺ (positive) or ln g⁻: the log of g's positive (negative) part, -inf where that part is 0."""
+    part = g > 0 if positive else g < 0
+    return where(part, where(part, g if positive else -g, 1.0).log(), -math.inf)
 
 
 def logcumsumexp(input: Tensor, dim: int) -> Tensor:

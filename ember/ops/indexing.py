@@ -22,8 +22,10 @@ from .. import backend
 from .._tensor import Tensor, normalize_dim, to_array, bump_version, make
 from ..backend import on_device_of
 from ..autograd.function import Op, dispatch
+from ..autograd.forward_ad import is_dual
 from ..autograd.grad_mode import MODE
 from . import arithmetic as A
+from .arithmetic import linear_jvp, tangent_or_zeros
 from .inplace import check_writable, commit, old_input
 from .inplace import as_view
 from .registry import Exports
@@ -252,6 +254,8 @@ class GetItem(Op):
         self.shape, self.idx = x.shape, idx
         return _select(x, idx)
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         return IndexBackward.apply(gz, shape=self.shape, idx=self.idx)
 
@@ -278,6 +282,8 @@ class IndexBackward(Op):
             v[main] = g
         return z
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         return GetItem.apply(gz, idx=self.idx)
 
@@ -292,6 +298,10 @@ class IndexPut(Op):
         out = x.copy()
         _put(out, idx, v)
         return out
+
+    def jvp(self, t, x, v):
+        # z' = x' with z'[index] = v' (0 for a constant v)
+        return IndexPut.apply(tangent_or_zeros(t[0], x), t[1] if isinstance(t[1], Tensor) else 0, idx=self.idx)
 
     def backward(self, gz):
         gx = IndexPut.apply(gz, 0, idx=self.idx) if self.needs(0) else None
@@ -344,7 +354,8 @@ def _fast_index(index, shape, base=None):
 def getitem(self: Tensor, index) -> Tensor:
     """x[index] with PyTorch's semantics: basic indices give a view, tensor/list/mask indices a copy."""
     idx = _fast_index(index, self._data.shape, self._data)
-    if (self._requires_grad and MODE.grad) or _capture.ACTIVE is not None:  # (a capture records it)
+    if (self._requires_grad and MODE.grad) or _capture.ACTIVE is not None or (MODE.fw and is_dual(self)) or MODE.vmap:
+        # (a capture records it; forward AD gives it its tangent; vmap batches it)
         r = dispatch(_new(GetItem), (self,), (self._data, idx))
     else:
         r = make(_select(self._data, idx))  # GetItem.forward without the work it does for backward
@@ -412,14 +423,15 @@ def setitem(self: Tensor, index, value) -> None:
         if idx[2] and value._data.dtype != self._data.dtype and type(index) is not bool \
                 and not _masked_fill_write(idx, value):
             _dtype_mismatch(self, value)
-        graph = MODE.grad and (self._requires_grad or value._requires_grad) and dt.is_float(self._data.dtype)
+        graph = (MODE.grad and (self._requires_grad or value._requires_grad)
+                 or MODE.fw and (is_dual(self) or is_dual(value))) and dt.is_float(self._data.dtype)
         if graph and value._data.dtype != self._data.dtype:
             value = value.to(self.dtype)
         if not graph and value._data.__class__ is not self._data.__class__:
             backend.check_same_device("__setitem__", (self._data, value._data))
         v = value if graph else value._data
     else:
-        graph = MODE.grad and self._requires_grad
+        graph = MODE.grad and self._requires_grad or MODE.fw and is_dual(self)
         v = value if type(value) in (int, float, bool) else to_array(value, self._data.dtype, "__setitem__")
         if v.__class__ is not self._data.__class__ and v.__class__ not in (int, float, bool):
             v = _on_device_of(v, self._data)  # a list or NumPy value written into a device tensor
@@ -492,6 +504,8 @@ class Gather(Op):
         self.shape, self.dim, self.grid, self.ishape = x.shape, dim, grid, ishape
         return x[grid]
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         zeros = _zeros_like_grad(gz, self.shape)
         return Scatter.apply(zeros, gz, dim=self.dim, grid=self.grid, ishape=self.ishape, reduce="add")
@@ -511,6 +525,14 @@ class Scatter(Op):
         out = x.copy()
         _scatter_into(out, grid, ishape, src, reduce)
         return out
+
+    def jvp(self, t, x, src):
+        # z' = x' with src' written (or added) at index: linear in (x, src), a constant src has tangent 0
+        if self.reduce == "multiply":
+            return Op.jvp(self, t, x, src)  # not implemented, nor in PyTorch: its error
+        ts = tangent_or_zeros(t[1], src) if isinstance(src, Tensor) else 0
+        return Scatter.apply(tangent_or_zeros(t[0], x), ts, dim=self.dim, grid=self.grid, ishape=self.ishape,
+                             reduce=self.reduce)
 
     def backward(self, gz):
         if self.reduce == "multiply":
@@ -668,6 +690,8 @@ class Take(Op):
         self.shape, self.index = x.shape, index
         return backend.array_module(x).take(x, index)
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         return Put.apply(gz, shape=self.shape, index=self.index)
 
@@ -688,6 +712,8 @@ class Put(Op):
                 z = xp.zeros(n, g.dtype)
                 xp.add.at(z, index.reshape(-1), g.reshape(-1))
         return z.reshape(shape)
+
+    jvp = linear_jvp
 
     def backward(self, gz):
         return Take.apply(gz, index=self.index)
@@ -724,6 +750,8 @@ class IndexSelect(Op):
             return x.reshape(1)[index].reshape(())
         return backend.array_module(x).take(x, index, axis=dim)
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         zeros = _zeros_like_grad(gz, self.shape)
         return IndexAdd.apply(zeros, gz, dim=self.dim, index=self.index)
@@ -739,6 +767,8 @@ class IndexAdd(Op):
         out = x.copy()
         _index_add_into(out, dim, index, src if alpha == 1 else src * alpha)
         return out
+
+    jvp = linear_jvp  # z' = x' + alpha src' at index
 
     def backward(self, gz):
         gsrc = None
@@ -830,6 +860,10 @@ class MaskedFill(Op):
         self.mask, self.xshape = mask, x.shape
         return backend.array_module(x).where(mask, v, x)
 
+    def jvp(self, t, x, v):
+        # z' = v' where mask else x' (0 for a constant value)
+        return MaskedFill.apply(tangent_or_zeros(t[0], x), t[1] if isinstance(t[1], Tensor) else 0, mask=self.mask)
+
     def backward(self, gz):
         gx = gv = None
         if self.needs(0):
@@ -865,7 +899,8 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
 
 def masked_fill_(self: Tensor, mask: Tensor, value) -> Tensor:
     """In-place masked_fill (mask must broadcast to self's shape)."""
-    if not (MODE.grad and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad))):
+    if not (MODE.grad and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad))
+            or MODE.fw and (is_dual(self) or is_dual(value))):
         check_writable(self, "masked_fill_")
         m = _mask(mask, "masked_fill_")
         if isinstance(value, Tensor) and value.ndim != 0:

@@ -26,9 +26,11 @@ from .. import backend
 from .._tensor import Tensor, bump_version, constant, make, normalize_dim, type_name
 from ..backend import on_device_of
 from ..autograd.function import Op
+from ..autograd.forward_ad import is_dual, take_tangents
 from ..autograd.grad_mode import MODE
 from .._capture import traced
 from . import arithmetic as A
+from .arithmetic import linear_jvp
 from . import reduce as R
 from . import shape as S
 from .convert import clone
@@ -125,12 +127,23 @@ def _no_grad_args(*args) -> bool:
     return True
 
 
+def _any_dual(*args) -> bool:
+    """Whether one of `args` (or a Tensor in a sequence among them) carries a forward-AD tangent."""
+    for a in args:
+        if isinstance(a, Tensor):
+            if is_dual(a):
+                return True
+        elif isinstance(a, (tuple, list)) and _any_dual(*a):
+            return True
+    return False
+
+
 def _in_place(self: Tensor, op: str, cls, fn, args: tuple, write) -> Tensor:
     """`self.<op>(*args)`: straight into self's array with `write(array)` when neither autograd nor a capture
     (compile, lazy) needs to see the write; else `fn(self, *args)` computed out of place and committed (self
     takes the result's place in the graph, see ops/inplace.py). `cls` is fn's Op class (is the old value saved?)."""
     check_writable(self, op)
-    if _capture.ACTIVE is None and _no_grad_args(self, *args):
+    if _capture.ACTIVE is None and _no_grad_args(self, *args) and not (MODE.fw and _any_dual(self, *args)):
         write(self._data)
         bump_version(self)
         return self
@@ -216,6 +229,8 @@ class IndexCopy(Op):
         out = x.copy()
         _rows(out, dim)[index] = _rows(src.reshape(x.shape[:dim] + (-1,) + x.shape[dim + 1:]), dim)
         return out
+
+    jvp = linear_jvp
 
     def backward(self, gz):
         gx = gsrc = None
@@ -337,6 +352,9 @@ class _Delayed(Op):
         self.message = message
         return x
 
+    def jvp(self, t, x, message):
+        return t[0]
+
     def backward(self, gz):
         raise RuntimeError(self.message)
 
@@ -385,39 +403,68 @@ class ScatterReduce(Op):
         return ScatterReduce.apply(x, src, dim=self.dim, grid=self.grid, ishape=self.ishape, reduce=self.reduce,
                                    include_self=self.include_self, op=self.op)
 
+    def _leading(self, t: Tensor) -> Tensor:
+        """t (src's shape) restricted to its leading index-shaped block, the part that is scattered."""
+        if t.shape == self.ishape:
+            return t
+        return GetItem.apply(t, idx=(None, tuple(slice(0, n) for n in self.ishape) + (Ellipsis,), 0))
+
+    def _factors(self, x: Tensor, s: Tensor) -> tuple:
+        """(dz/dx, dz/ds) for prod, amax and amin, each shaped as its input (s: src's leading block); dz/ds_i is
+        the derivative of z at the position s_i is scattered to. prod: Π of the other factors (z / s_i unless
+        s_i = 0: for the one zero of a position, the product with it taken as 1; for several, 0). amax/amin:
+        1/k at the k elements (of x and s) equal to the result, 0 elsewhere. Before include_self's mask."""
+        z = self.output()
+        if self.reduce == "prod":
+            masked_x = A.where(x == 0, 1.0, x)
+            zero = s == 0
+            single = zero & (self._gather(self._scatter_add(S._zeros(z, x.shape), zero.to(z.dtype))) == 1)
+            ds = A.where(single, self._gather(self._again(x, A.where(single, 1.0, s))),
+                         self._gather(z) / A.where(zero, 1.0, s))
+            return self._again(masked_x, s) / masked_x, ds
+        x_hit = (x == z).to(z.dtype)
+        s_hit = (s == self._gather(z)).to(z.dtype)
+        n = self._scatter_add(x_hit, s_hit)
+        return x_hit / n, s_hit / self._gather(n)
+
+    def _zeros_meet(self, s: Tensor) -> bool:
+        """Whether two or more zeros of s are scattered to one position (a branch on the values)."""
+        at = self.pos[s._data == 0]
+        return at.size != backend.array_module(at).unique(at).size
+
+    def jvp(self, t, x, src):
+        """sum and mean: linear in (x, src). prod, amax, amin: z' = dz/dx x' + the sum of dz/ds_i s_i' over the
+        values s_i scattered to each position."""
+        if self.reduce in ("sum", "mean"):
+            return self.reapply(*t)
+        dx, ds = self._factors(x, self._leading(src))
+        tz = 0
+        if isinstance(t[0], Tensor):
+            tz = t[0] * (dx if self.include_self else MaskedFill.apply(dx, 0, mask=self.hit))
+        if isinstance(t[1], Tensor):
+            tz = tz + Put.apply(self._leading(t[1]) * ds, shape=x.shape, index=self.pos)
+        return tz
+
     def backward(self, gz, x, src):
         if self.needs(1) and src.shape != self.ishape:
             raise RuntimeError(f"{self.op}(): the gradient of src is only defined when src has the index's shape "
                                f"(got src {list(src.shape)}, index {list(self.ishape)}), as in PyTorch; pass "
                                f"src[:{', :'.join(str(s) for s in self.ishape)}]")
-        s = src if src.shape == self.ishape else GetItem.apply(src, idx=(None, tuple(slice(0, n) for n in self.ishape)
-                                                                          + (Ellipsis,), 0))
         reduce, gx, gsrc = self.reduce, None, None
         if reduce == "sum":
             gx, gsrc = gz, self._gather(gz) if self.needs(1) else None
         elif reduce == "mean":
             g = gz / make(self.n)
             gx, gsrc = g, self._gather(g) if self.needs(1) else None
-        elif reduce == "prod":
-            z = self.output()
-            masked_x = A.where(x == 0, 1.0, x)
-            gx = gz * self._again(masked_x, s) / masked_x
+        else:
+            s = self._leading(src)
+            dx, ds = self._factors(x, s)
+            gx = gz * dx
             if self.needs(1):
-                zero = s == 0
-                zeros_at = self._gather(self._scatter_add(S._zeros(gz, x.shape), zero.to(gz.dtype)))
-                single = zero & (zeros_at == 1)
-                masked_result = self._again(x, A.where(single, 1.0, s))
-                gsrc = A.where(single, self._gather(gz * masked_result), self._gather(gz * z) / A.where(zero, 1.0, s))
-                if bool((zeros_at._data > 1).any()):
+                gsrc = self._gather(gz) * ds
+                if reduce == "prod" and self._zeros_meet(s):
                     gsrc = _Delayed.apply(gsrc, f"{self.op}(): Double backward is unsupported for src when >1 zeros in "
                                                 f"src are scattered to the same position in self")
-        else:  # amax / amin: share gz evenly among every element equal to the result
-            z = self.output()
-            x_hit = (x == z).to(gz.dtype)
-            s_hit = (s == self._gather(z)).to(gz.dtype)
-            g = gz / self._scatter_add(x_hit, s_hit)
-            gx = x_hit * g
-            gsrc = s_hit * self._gather(g) if self.needs(1) else None
         if not self.include_self:
             gx = MaskedFill.apply(gx, 0, mask=self.hit)
         return (gx if self.needs(0) else None), gsrc
@@ -518,6 +565,8 @@ class MaskedScatter(Op):
         out[self.mask] = src.reshape(-1)[:self.k]
         return out
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         gx = gsrc = None
         if self.needs(0):
@@ -581,6 +630,8 @@ class PutInto(Op):
         out = x.copy()
         _put_flat(out.reshape(-1), index, src.reshape(-1), accumulate)  # (a fresh copy: its flat view writes through)
         return out
+
+    jvp = linear_jvp
 
     def backward(self, gz):
         gx = gsrc = None
@@ -771,15 +822,34 @@ class AsStrided(Op):
         return backend.array_module(x).lib.stride_tricks.as_strided(
             storage[offset:], size, tuple(s * x.itemsize for s in stride))
 
+    def jvp(self, t, x, owner, *geometry):
+        """The tangent of the storage, known at x's elements (0 elsewhere: the rest of owner's tangent is not x's),
+        read at the view's positions; an element of x that shares its location with others gives it their mean."""
+        tx = t[0]
+        if not isinstance(tx, Tensor):
+            return 0
+        storage = Put.apply(tx, shape=(self.extent,), index=self.x_pos)
+        shared = self._shared(tx)
+        if shared is not None:
+            storage = storage / make(shared)
+        return Take.apply(storage, index=self.pos)
+
     def backward(self, gz):
-        xp = backend.array_module(gz._data)
         g = Take.apply(Put.apply(gz, shape=(self.extent,), index=self.pos), index=self.x_pos)
-        flat = self.x_pos.reshape(-1)
-        if flat.size and xp.unique(flat).size != flat.size:  # x overlaps itself (an expanded tensor)
-            with on_device_of(gz._data):
-                shared = xp.bincount(flat, minlength=self.extent)[self.x_pos].astype(gz._data.dtype)
-            g = g / make(shared)
+        shared = self._shared(gz)
+        if shared is not None:
+            g = g / make(shared[self.x_pos])
         return g, None
+
+    def _shared(self, like: Tensor):
+        """How many elements of x each storage location holds (at least 1), in like's dtype; None when x does not
+        overlap itself."""
+        xp = backend.array_module(like._data)
+        flat = self.x_pos.reshape(-1)
+        if not flat.size or xp.unique(flat).size == flat.size:
+            return None
+        with on_device_of(like._data):
+            return xp.maximum(xp.bincount(flat, minlength=self.extent), 1).astype(like._data.dtype)
 
 
 def as_strided(input: Tensor, size, stride, storage_offset: int | None = None) -> Tensor:
@@ -837,6 +907,8 @@ class Unfold(Op):
             x, x.shape[:dim] + (m,) + x.shape[dim + 1:] + (size,),
             st[:dim] + (st[dim] * step,) + st[dim + 1:] + (st[dim],))
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         return UnfoldBackward.apply(gz, self.shape, self.dim, self.size, self.step)
 
@@ -869,6 +941,8 @@ class UnfoldBackward(Op):
                                                       st[:-1] + (st[-1] * step, st[-1]))
                 dst += gd[..., lo:lo + w]
         return z
+
+    jvp = linear_jvp
 
     def backward(self, gz):
         return Unfold.apply(gz, self.dim, self.size, self.step)
@@ -967,6 +1041,8 @@ class Diagonal(Op):
         self.shape, self.offset, self.d1, self.d2 = x.shape, offset, d1, d2
         return _diagonal(x, offset, d1, d2).copy()
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         return DiagonalScatter.apply(S._zeros(gz, self.shape), gz, self.offset, self.d1, self.d2)
 
@@ -982,6 +1058,8 @@ class DiagonalScatter(Op):
         out = x.copy()
         _diagonal(out, offset, d1, d2)[...] = src
         return out
+
+    jvp = linear_jvp
 
     def backward(self, gz):
         gx = gsrc = None
@@ -1025,6 +1103,8 @@ def _view_in_place(self: Tensor, op: str, fn, *args) -> Tensor:
     self._data = r._data
     if r._requires_grad:
         self._edge, self._requires_grad = r._edge, True
+    if MODE.fw:  # the view's tangent (self's, viewed the same way) becomes self's
+        take_tangents(self, r)
     bump_version(self)
     return self
 
@@ -1208,6 +1288,9 @@ class BlockDiag(Op):
             out[r0:r1, c0:c1] = m
         return out
 
+    def jvp(self, t, *inputs):
+        return self.reapply(*S._tangents(self, t, inputs))  # the tangents as blocks
+
     def backward(self, gz):
         grads = []
         for i, ((r0, c0, r1, c1), shape, d) in enumerate(zip(self.corners, self.shapes, self.dtypes)):
@@ -1364,6 +1447,8 @@ class RepeatInterleave(Op):
         xp = backend.array_module(x)
         return xp.repeat(x, repeats if xp is np or isinstance(repeats, int) else repeats.tolist(), axis=dim)
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         d, r = self.dim, self.repeats
         if isinstance(r, int):  # view gz as (..., n, r, ...) and sum the r copies
@@ -1402,6 +1487,8 @@ class SumRepeats(Op):
                 pos = (owner[:, None] * inner + xp.arange(inner, dtype=_INT64)).reshape(-1)
                 xp.add.at(out.reshape(-1), pos, gm.reshape(-1))
         return xp.moveaxis(out, 0, dim)
+
+    jvp = linear_jvp
 
     def backward(self, gz):
         return RepeatInterleave.apply(gz, self.repeats, self.dim, self.total)
@@ -1541,13 +1628,26 @@ class Vander(Op):
             xp.cumprod(xp.broadcast_to(x[:, None], (x.shape[0], n - 1)), axis=1, out=out[:, 1:])
         return out
 
+    def jvp(self, t, x, n):
+        # z'[i, j] = j x[i] ** (j - 1) x'[i]: column 0 (j = 0) has tangent 0
+        if n <= 1:
+            return 0
+        dz = self._dz(x, n) * S.View.apply(t[0], (x.shape[0], 1))
+        return IndexBackward.apply(dz, shape=(x.shape[0], n), idx=_AFTER_FIRST_COLUMN)
+
     def backward(self, gz, x, n):
         if n <= 1:
             return S._zeros(gz, x.shape)
-        with on_device_of(gz._data):
-            j = constant(backend.array_module(gz._data).arange(1, n, dtype=gz._data.dtype))
-        dz = Vander.apply(x, n - 1) * j  # j · x ** (j - 1), for j = 1 .. n - 1
-        return R.sum(GetItem.apply(gz, idx=(None, (slice(None), slice(1, None), Ellipsis), 0)) * dz, 1)
+        return R.sum(GetItem.apply(gz, idx=_AFTER_FIRST_COLUMN) * self._dz(x, n), 1)
+
+    def _dz(self, x: Tensor, n: int) -> Tensor:
+        """dz[i, j]/dx[i] = j · x[i] ** (j - 1) for j = 1 .. n - 1 (column 0 is constant)."""
+        with on_device_of(x._data):
+            j = constant(backend.array_module(x._data).arange(1, n, dtype=x._data.dtype))
+        return Vander.apply(x, n - 1) * j
+
+
+_AFTER_FIRST_COLUMN = (None, (slice(None), slice(1, None), Ellipsis), 0)  # the parsed index [:, 1:]
 
 
 def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:

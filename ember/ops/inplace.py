@@ -4,11 +4,13 @@ Without autograd involvement an in-place op writes straight into the array. When
 graph is recorded, the op is computed out of place and its result written back into the
 tensor's array; the tensor then takes the result's place in the graph (its grad_fn
 becomes the new node) and its version counter is bumped, so a backward that still needs
-the old values raises instead of silently using the new ones.
+the old values raises instead of silently using the new ones. Under forward AD (a tensor
+carrying a tangent) the op is computed out of place too, so that its rule gives the tangent
+the tensor takes (`_write_tangents`).
 
 Views live here too: `as_view` gives a view its base's version counter, and `VIEWS`, the
-registry of views in the graph, lets an in-place change of a base give its live views a new
-history (`_rebuild_views`).
+registry of views in the graph (and, under forward AD, of every view), lets an in-place change
+of a base give its live views a new history (`_rebuild_views`) and new tangents.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from .. import _dtype as dt
 from .. import backend
 from .._tensor import Slot, Tensor, bump_version, make
 from ..backend import on_device_of, writable
+from ..autograd.forward_ad import is_dual, set_tangent, take_tangents, tangent_of
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE
 from . import arithmetic as A
@@ -45,7 +48,8 @@ def as_view(out: Tensor, of: Tensor) -> Tensor:
     if b is None:
         b = of
     out._base = b
-    if out._requires_grad and b._edge is not None:
+    if (out._requires_grad and b._edge is not None) or MODE.fw:
+        # (forward AD: a view's tangent is read from its base's again when either is written in place)
         _register_view(out, b)
     return out
 
@@ -96,9 +100,8 @@ def commit(t: Tensor, result: Tensor, op: str) -> Tensor:
         np.copyto(t._data, r, casting="same_kind")
     else:
         backend.array_module(t._data).copyto(t._data, r, casting="same_kind")
-    if MODE.fw:  # forward AD: t's tangent becomes the result's (zero where the result has none, as after copy_)
-        from ..autograd.forward_ad import take_tangents
-        take_tangents(t, result)
+    if MODE.fw:
+        _write_tangents(t, result)
     bump_version(t)
     return t
 
@@ -171,6 +174,9 @@ class _StaleView(Op):
     def forward(self, x):
         return x
 
+    def jvp(self, t, x):
+        return t[0]
+
     def backward(self, gz):
         raise RuntimeError("backward through a view whose base was modified in place after the view was taken, and "
                            "whose elements ember can't map to the base's; take the view after the in-place op, or "
@@ -233,8 +239,98 @@ def _commit_view(t: Tensor, result: Tensor, op: str) -> Tensor:
     t._requires_grad = True
     if id(base) in VIEWS:
         _rebuild_views(base, skip=t)
+    if MODE.fw:
+        _write_tangents(t, result)
     bump_version(t)
     return t
+
+
+# ---------------------------------------------------------------------- forward AD through in-place writes
+def _write_tangents(t: Tensor, result: Tensor) -> None:
+    """Forward AD, after `result` was written into t: t carries result's tangents (zero where result has none, as
+    after copy_). As in PyTorch, where a view's tangent is a view of its base's: a write through a view writes the
+    view's tangent into its base's, and the base's other live views take theirs from the base's again."""
+    take_tangents(t, result)
+    base = t._base
+    if base is not None:
+        _tangent_into_base(t, base)
+    else:
+        base = t
+    if id(base) in VIEWS:
+        _refresh_view_tangents(base, skip=t)
+
+
+def _index_of(view, base):
+    """The parsed index (see indexing.py) of view's elements in base, or None when they can't be mapped."""
+    if base.ndim == 0:
+        return (None, (Ellipsis,), 0) if view.ndim == 0 and view.dtype == base.dtype else None
+    pos = _positions(view, base, unique=False)
+    return None if pos is None else (None, _unravel(pos, base.shape) + (Ellipsis,), 2)
+
+
+def _at_levels(k: int, fn, *args, **kwargs):
+    """fn(*args, **kwargs) with forward-AD level k and those inside it closed: a tangent computed for level k
+    carries the tangents of the outer levels only (as `forward_ad.propagate` runs a rule)."""
+    levels = MODE.fw
+    MODE.fw = levels[:k]
+    MODE.refresh()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        MODE.fw = levels
+        MODE.refresh()
+
+
+def _tangent_into_base(v: Tensor, base: Tensor) -> None:
+    """base's tangent with view v's elements replaced by v's tangent, at each level where v carries one."""
+    from .indexing import IndexPut
+    idx = None
+    for k, level in enumerate(MODE.fw):
+        tv = tangent_of(v, level)
+        if tv is None:
+            continue
+        if idx is None:
+            idx = _index_of(v._data, base._data)
+            if idx is None:
+                return  # (elements not mappable, e.g. a view with another dtype: the base's tangent is left as is)
+        tb = tangent_of(base, level)
+        if tb is None:
+            if v._data.shape == base._data.shape and _same_memory(v._data, base._data):
+                continue  # make_dual's view of a primal without a tangent: the primal stays without one (PyTorch)
+            tb = A.tangent_or_zeros(0, base)
+        tv = tv if tv._data.dtype == tb._data.dtype else tv.to(tb.dtype)
+        set_tangent(base, level, _at_levels(k, IndexPut.apply, tb, tv, idx=idx))
+
+
+def _same_memory(a, b) -> bool:
+    """Whether arrays a and b lay out the same elements at the same addresses (an alias)."""
+    if a.strides != b.strides or a.dtype != b.dtype:
+        return False
+    if a.__class__ is np.ndarray:
+        return a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+    return a.data.ptr == b.data.ptr
+
+
+def _refresh_view_tangents(base: Tensor, skip: Tensor) -> None:
+    """After base's tangent changed: each live view of base (but `skip`) takes base's tangent at its elements."""
+    from .indexing import GetItem
+    entry = VIEWS.get(id(base))
+    if entry is None or entry[0]() is not base:
+        return
+    for ref in entry[1:]:
+        v = ref()
+        if v is None or v is skip:
+            continue
+        idx = None
+        for k, level in enumerate(MODE.fw):
+            tb = tangent_of(base, level)
+            if tb is None:
+                continue
+            if idx is None:
+                idx = _index_of(v._data, base._data)
+                if idx is None:
+                    break
+            set_tangent(v, level, _at_levels(k, GetItem.apply, tb, idx=idx))
 
 
 def old_input(t: Tensor, cls) -> Tensor:
@@ -244,7 +340,12 @@ def old_input(t: Tensor, cls) -> Tensor:
         return t
     if _capture.ACTIVE is not None:  # the same values and gradient, through an op a capture records
         return t.clone()
-    return make(t._data.copy(), t._requires_grad, t._edge)
+    old = make(t._data.copy(), t._requires_grad, t._edge)
+    for level in MODE.fw:  # and the same tangents
+        tan = tangent_of(t, level)
+        if tan is not None:
+            set_tangent(old, level, tan)
+    return old
 
 
 def _binary_(cls, name: str):
@@ -258,6 +359,8 @@ def _binary_(cls, name: str):
             raise RuntimeError(f"pow_(): integers to negative integer powers are not allowed (an integer tensor of "
                                f"dtype {self.dtype} to the power {o}); use a floating-point tensor")
         needs_graph = MODE.grad and (self._requires_grad or (isinstance(o, Tensor) and o._requires_grad))
+        if MODE.fw and (is_dual(self) or is_dual(o)):
+            needs_graph = True  # (forward AD: the op's rule gives the tangent)
         if not needs_graph and _capture.ACTIVE is None:  # (a capture records the op and the write: below)
             x = self._data
             y = o._data if isinstance(o, Tensor) else o
@@ -321,7 +424,7 @@ def fill_(self: Tensor, value) -> Tensor:
     if isinstance(value, Tensor):
         if value.dim() != 0:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions.")
-        if MODE.grad and (value._requires_grad or self._requires_grad):
+        if MODE.grad and (value._requires_grad or self._requires_grad) or MODE.fw and (is_dual(value) or is_dual(self)):
             return _replace(self, value.to(self.dtype), "fill_")
         value = value.item()
     return _overwrite(self, value, "fill_")
@@ -336,7 +439,8 @@ def _replace(self: Tensor, value, op: str) -> Tensor:
 
 def _overwrite(self: Tensor, value, op: str) -> Tensor:
     """Replace every value (a scalar or an array of self's shape): the result depends on nothing."""
-    if (MODE.grad and self._requires_grad) or _capture.ACTIVE is not None:  # (a capture records the write)
+    if (MODE.grad and self._requires_grad) or _capture.ACTIVE is not None or (MODE.fw and is_dual(self)):
+        # (a capture records the write; forward AD zeroes the tangent)
         if not isinstance(value, (int, float, bool)):
             with on_device_of(self._data):
                 value = make(value if hasattr(value, "shape") else backend.array_module(self._data).asarray(value))
@@ -444,8 +548,9 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     except ValueError:
         raise RuntimeError(f"copy_: the source of shape {list(src.shape)} cannot be broadcast to the destination "
                            f"of shape {list(self.shape)}") from None
-    if MODE.grad and (src._requires_grad or self._requires_grad) and self.is_floating_point():
-        return _replace(self, src.to(self.dtype) if src._requires_grad else src, "copy_")
+    dual = MODE.fw and (is_dual(src) or is_dual(self))
+    if (MODE.grad and (src._requires_grad or self._requires_grad) or dual) and self.is_floating_point():
+        return _replace(self, src.to(self.dtype) if src._requires_grad or dual else src, "copy_")
     if _capture.ACTIVE is not None:  # recorded as an op and a write
         return _replace(self, src, "copy_")
     self._data[...] = src._data

@@ -17,9 +17,12 @@ import numpy as np
 from .. import _dtype as dt
 from ..backend import array_module, on_device_of
 from .._tensor import Tensor, normalize_dim, make
+from ..autograd.forward_ad import is_dual
 from ..autograd.function import Op, dispatch
-from .arithmetic import broadcast_to, maximum, minimum, sum_array, where
+from ..autograd.grad_mode import MODE
+from .arithmetic import broadcast_to, linear_jvp, maximum, minimum, sum_array, where
 from .registry import Exports
+from .shape import Cat, Flip, Narrow
 from .._capture import traced
 
 __all__ = ["sum", "mean", "prod", "var", "std", "max", "min", "amax", "amin", "argmax", "argmin", "logsumexp",
@@ -98,6 +101,8 @@ class KeepDims(Op):
         self.in_shape = x.shape
         return x.reshape(shape)
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         return _apply(KeepDims, gz, self.in_shape)
 
@@ -130,6 +135,8 @@ class Sum(Op):
         self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
         return sum_array(x, axes, keepdim)
 
+    jvp = linear_jvp  # z' = Σ x'
+
     def backward(self, gz):
         return _expand(gz, self.in_shape, self.axes, self.keepdim)
 
@@ -146,6 +153,8 @@ class Mean(Op):
             return (x.sum(axis=axes, dtype=np.float32, keepdims=keepdim) / self.n).astype(np.float16)
         return sum_array(x, axes, keepdim) / self.n  # an empty mean is 0/0 = nan, as in PyTorch
 
+    jvp = linear_jvp  # z' = Σ x' / N
+
     def backward(self, gz):
         return _expand(gz / self.n if self.n else gz, self.in_shape, self.axes, self.keepdim)
 
@@ -158,27 +167,38 @@ class Prod(Op):
     def forward(self, x, axis, keepdim):
         return x.prod(axis=axis, keepdims=keepdim, dtype=_INT64 if x.dtype.kind in "biu" else None)
 
+    def jvp(self, t, x, axis, keepdim):
+        # z' = Σ_i x_i' Π_{j≠i} x_j
+        return sum(t[0] * self._others(x, axis, keepdim), axis, keepdim)
+
     def backward(self, gz, x, axis, keepdim):
         axes = tuple(range(x.ndim)) if axis is None else (axis,)
-        g = _keep(gz, x.shape, axes, keepdim)
+        return _keep(gz, x.shape, axes, keepdim) * self._others(x, axis, keepdim)
+
+    def _others(self, x: Tensor, axis, keepdim: bool) -> Tensor:
+        """dz/dx_i = Π_{j≠i} x_j, shaped as x."""
         if not bool((x._data == 0).any()):  # a branch on the values, not gradient math on arrays
-            return g * _keep(self.output(), x.shape, axes, keepdim) / x
-        return g * _prod_of_others(x, axis)
+            axes = tuple(range(x.ndim)) if axis is None else (axis,)
+            return _keep(self.output(), x.shape, axes, keepdim) / x
+        return _prod_of_others(x, axis)
 
 
 def _prod_of_others(x: Tensor, axis) -> Tensor:
-    """Π_{j≠i} x_j along `axis` for every i, exact where x has zeros (and differentiable: the
-    second derivative is exact unless a slice holds two or more zeros).
+    """Π_{j≠i} x_j along `axis` (None: over all elements) for every i, without a division: the product of the
+    elements before i times that of the elements after i. Exact where x has zeros, and so are its derivatives of
+    any order (Cumprod's are)."""
+    if axis is None:
+        return _apply(KeepDims, _prod_of_others(_apply(KeepDims, x, (x._data.size,)), 0), x.shape)
+    after = Flip.apply(_exclusive_cumprod(Flip.apply(x, (axis,)), axis), (axis,))
+    return _exclusive_cumprod(x, axis) * after
 
-    With x1 = x with its zeros replaced by 1 and p1 = Π x1: a nonzero x_i gets p1 / x_i times the
-    product of the slice's zeros (0 when there is one; kept as a product so its derivative in
-    that zero is right); the zero of a slice with exactly one zero gets p1; other zeros get 0."""
-    z = x == 0
-    x1 = where(z, 1.0, x)
-    p1 = _apply(Prod, x1, axis, True)
-    zeros = _apply(Prod, where(z, x, 1.0), axis, True)
-    only_zero = sum(z, axis, keepdim=True) == 1
-    return where(z, p1 * only_zero, p1 / x1 * zeros)
+
+def _exclusive_cumprod(x: Tensor, axis: int) -> Tensor:
+    """Π_{j<i} x_j along `axis`: the cumprod shifted by one place, 1 first."""
+    with on_device_of(x._data):
+        one = make(array_module(x._data).ones(x.shape[:axis] + (1,) + x.shape[axis + 1:], x._data.dtype))
+    head = _apply(Cumprod, Narrow.apply(x, axis, 0, x.shape[axis] - 1), axis)
+    return Cat.apply(one, head, dim=axis, dtype=None)
 
 
 def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
@@ -220,6 +240,9 @@ class Var(Op):
     def forward(self, x, axes, correction, keepdim):
         return _var_array(array_module(x).var, x, axes, correction, keepdim, "var")
 
+    def jvp(self, t, x, axes, correction, keepdim):
+        return _var_jvp(t[0], x, axes, correction, keepdim)
+
     def backward(self, gz, x, axes, correction, keepdim):
         return _var_grad(_keep(gz, x.shape, axes, keepdim), x, axes, correction)
 
@@ -231,6 +254,11 @@ class Std(Op):
 
     def forward(self, x, axes, correction, keepdim):
         return _var_array(array_module(x).std, x, axes, correction, keepdim, "std")
+
+    def jvp(self, t, x, axes, correction, keepdim):
+        z = self.output()
+        flat = z == 0
+        return where(flat, 0.0, _var_jvp(t[0], x, axes, correction, keepdim) / (2 * where(flat, 1.0, z)))
 
     def backward(self, gz, x, axes, correction, keepdim):
         s = _keep(self.output(), x.shape, axes, keepdim)
@@ -249,6 +277,11 @@ def _var_array(fn, x, axes, correction, keepdim, op):
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return fn(x, axis=axes, ddof=correction, keepdims=keepdim)
+
+
+def _var_jvp(t: Tensor, x: Tensor, axes: tuple, correction, keepdim: bool) -> Tensor:
+    """var' = Σ 2 (x - x̄) x' / (N - correction) (the x̄' terms sum to zero)."""
+    return sum(_var_grad(t, x, axes, correction), axes, keepdim)
 
 
 def _var_grad(g: Tensor, x: Tensor, axes: tuple, correction) -> Tensor:
@@ -298,10 +331,18 @@ class AMax(Op):
     def forward(self, x, axes, keepdim, largest, nan_hits=False):
         return (x.max if largest else x.min)(axis=axes, keepdims=keepdim)
 
+    def jvp(self, t, x, axes, keepdim, largest, nan_hits=False):
+        # the mean tangent of the ties; NaN where z is NaN (none equal it), as PyTorch's
+        return sum(t[0] * self._share(x, axes, keepdim, False), axes, keepdim)
+
     def backward(self, gz, x, axes, keepdim, largest, nan_hits=False):
+        return _keep(gz, x.shape, axes, keepdim) * self._share(x, axes, keepdim, nan_hits)
+
+    def _share(self, x: Tensor, axes: tuple, keepdim: bool, nan_hits: bool) -> Tensor:
+        """dz/dx: 1/k at the k elements equal to z, 0 elsewhere."""
         z = _keep(self.output(), x.shape, axes, keepdim)
-        hit = ((x == z) | ((x != x) & (z != z)) if nan_hits else x == z).to(gz.dtype)
-        return _keep(gz, x.shape, axes, keepdim) * (hit / sum(hit, axes, keepdim=True))
+        hit = ((x == z) | ((x != x) & (z != z)) if nan_hits else x == z).to(x.dtype)
+        return hit / sum(hit, axes, keepdim=True)
 
 
 class TakeAt(Op):
@@ -314,6 +355,8 @@ class TakeAt(Op):
         self.in_shape, self.idx, self.axis, self.keepdim = x.shape, idx, axis, keepdim
         v = array_module(x).take_along_axis(x, idx, axis)
         return v if keepdim else v.squeeze(axis)
+
+    jvp = linear_jvp  # the tangent at the same positions
 
     def backward(self, gz):
         return gather_scatter(PutAt, gz, self.idx, self.axis, self.keepdim, self.in_shape), None
@@ -332,6 +375,8 @@ class PutAt(Op):
             out = xp.zeros(shape, g.dtype)
         xp.put_along_axis(out, idx, g if keepdim else xp.expand_dims(g, axis), axis)
         return out
+
+    jvp = linear_jvp
 
     def backward(self, gz):
         return gather_scatter(TakeAt, gz, self.idx, self.axis, self.keepdim), None
@@ -463,20 +508,32 @@ class LogSumExp(Op):
     saves_output = True
 
     def forward(self, x, axes, keepdim):
-        if builtins.any(x.shape[a] == 0 for a in axes):
-            with on_device_of(x):
-                m = array_module(x).zeros(_keep_shape(x.shape, axes), x.dtype)
-        else:
-            m = x.max(axis=axes, keepdims=True)
-            finite = np.isfinite(m)
-            if not finite.all():  # all -inf (or an inf): shifting by it would make inf - inf = nan
-                m = array_module(x).where(finite, m, 0)
+        m = _shift(x, axes)
         s = np.log(np.exp(x - m).sum(axis=axes, keepdims=True)) + m
         return s if keepdim else s.reshape(_reduced_shape(x.shape, axes, False))
+
+    def jvp(self, t, x, axes, keepdim):
+        # z' = Σ softmax(x) x', the softmax normalised from exponentials shifted by a constant, as forward's (e^(x - z)
+        # would carry z's rounding: 1e-4 relative in float32 at z = 1e4)
+        if x._data.size == 0:
+            return 0  # an empty sum: z = -inf, whatever x
+        e = (x - make(_shift(x._data, axes))).exp()
+        return sum(t[0] * e, axes, keepdim) / sum(e, axes, keepdim)
 
     def backward(self, gz, x, axes, keepdim):
         z = _keep(self.output(), x.shape, axes, keepdim)
         return _keep(gz, x.shape, axes, keepdim) * (x - z).exp()
+
+
+def _shift(x, axes: tuple):
+    """logsumexp's stabilising shift of array x: its max over `axes` (kept as size 1), 0 where that is not finite
+    (all -inf, or an inf: shifting by it would make inf - inf = nan) or the reduction is empty."""
+    if builtins.any(x.shape[a] == 0 for a in axes):
+        with on_device_of(x):
+            return array_module(x).zeros(_keep_shape(x.shape, axes), x.dtype)
+    m = x.max(axis=axes, keepdims=True)
+    finite = np.isfinite(m)
+    return m if finite.all() else array_module(x).where(finite, m, 0)
 
 
 def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
@@ -514,25 +571,34 @@ class Norm(Op):
             return sum_array(x != 0, axes, keepdim).astype(x.dtype)
         return sum_array(a ** p, axes, keepdim) ** (1.0 / p)
 
+    def jvp(self, t, x, p, axes, keepdim):
+        if p == 0:
+            return 0  # a count of nonzeros: piecewise constant
+        return sum(t[0] * self._dzdx(x, p, axes, keepdim), axes, keepdim)
+
     def backward(self, gz, x, p, axes, keepdim):
         g = _keep(gz, x.shape, axes, keepdim)
         if p == 0:
             return broadcast_to(g * 0.0, x.shape)
+        return g * self._dzdx(x, p, axes, keepdim)
+
+    def _dzdx(self, x: Tensor, p: float, axes: tuple, keepdim: bool) -> Tensor:
+        """dz/dx for p != 0, with PyTorch's subgradients."""
         if p == 1:
-            return g * x.sign()
+            return x.sign()
         z = _keep(self.output(), x.shape, axes, keepdim)
         if math.isinf(p):
-            hit = (x.abs() == z).to(g.dtype)
-            return g * x.sign() * (hit / sum(hit, axes, keepdim=True))
+            hit = (x.abs() == z).to(x.dtype)
+            return x.sign() * (hit / sum(hit, axes, keepdim=True))
         z_safe = where(z == 0, 1.0, z)  # z = 0 only where the whole slice is 0, and there x-terms are 0
         if p == 2:
-            return g * x / z_safe
+            return x / z_safe
         if p < 1:
             # |x|^(p-1) is infinite at 0: PyTorch takes 0 there
-            return g * x.sign() * where(x == 0, 1.0, x.abs()) ** (p - 1) * z ** (1 - p)
+            return x.sign() * where(x == 0, 1.0, x.abs()) ** (p - 1) * z ** (1 - p)
         if p < 2:
-            return g * x.sign() * x.abs() ** (p - 1) / z_safe ** (p - 1)
-        return g * x * x.abs() ** (p - 2) / z_safe ** (p - 1)
+            return x.sign() * x.abs() ** (p - 1) / z_safe ** (p - 1)
+        return x * x.abs() ** (p - 2) / z_safe ** (p - 1)
 
 
 def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
@@ -573,16 +639,21 @@ class Cumsum(Op):
             return xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis, dtype=acc), axis)
         return xp.cumsum(x, axis=axis, dtype=acc)
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         return _apply(Cumsum, gz, self.axis, not self.reverse)
 
 
 class Cumprod(Op):
-    """z_k = Π_{j≤k} x_j along `axis`;  dz/dx_i = Σ_{k≥i} gz_k Π_{j≤k, j≠i} x_j.
+    """z_k = Π_{j≤k} x_j along `axis`;  dz/dx_i = Σ_{k≥i} gz_k Π_{j≤k, j≠i} x_j (backward),
+    z_k' = Σ_{i≤k} x_i' Π_{j≤k, j≠i} x_j (jvp).
 
-    Without zeros that is revcumsum(gz·z)_i / x_i. With zeros (first zero of a slice at f):
-    entries before f keep that formula, the entry at f gets revcumsum(gz·z')_f where z' is
-    the cumprod with x_f replaced by 1, and entries after f get 0 (they multiply x_f = 0)."""
+    Without zeros: revcumsum(gz·z)_i / x_i and z_k · cumsum(x'/x)_k. With zeros, let f be a slice's first zero
+    and x1 = x with x_f taken as 1 (z1 = cumprod(x1)): before f the same formulas; at f (backward) or from f on
+    (jvp) only the terms without the factor x_f remain: revcumsum(gz·z1)_f, x_f'·z1_k; every other term has
+    the factor x_f: x_f times the same derivative of cumprod(x1), 0 in value but not in derivative, kept when
+    the result will be differentiated (`_differentiated`) so that second derivatives are exact too."""
 
     saves_output = True
 
@@ -592,20 +663,58 @@ class Cumprod(Op):
             return x.astype(acc or x.dtype)
         return array_module(x).cumprod(x, axis=axis, dtype=acc)
 
+    def jvp(self, t, x, axis):
+        return t[0] if x._data.ndim == 0 else _cumprod_jvp(t[0], x, self.output(), axis)
+
     def backward(self, gz, x, axis):
-        z = self.output()
-        if x._data.ndim == 0:
-            return gz
-        if not bool((x._data == 0).any()):  # a branch on the values, not gradient math on arrays
-            return _apply(Cumsum, gz * z, axis, True) / x
-        zero = x == 0
-        seen = _apply(Cumsum, zero, axis, False)  # zeros up to and including each position
-        before = seen == 0
-        first = zero & (seen == 1)
-        g_before = _apply(Cumsum, gz * z, axis, True) / where(before, x, 1.0)
-        z_first = _apply(Cumprod, where(first, 1.0, x), axis)
-        g_first = _apply(Cumsum, gz * z_first, axis, True)
-        return where(before, g_before, where(first, g_first, 0.0))
+        return gz if x._data.ndim == 0 else _cumprod_vjp(gz, x, self.output(), axis)
+
+
+def _cumprod_jvp(t: Tensor, x: Tensor, z: Tensor, axis: int) -> Tensor:
+    if not bool((x._data == 0).any()):  # a branch on the values, not tangent math on arrays
+        return z * _apply(Cumsum, t / x, axis, False)
+    before, first, x1, z1 = _first_zero(x, axis)
+    t_before = z * _apply(Cumsum, t / where(before, x, 1.0), axis, False)
+    t_from = _from_first(t, first, axis) * z1
+    if _differentiated(t, x):
+        t_from = t_from + _from_first(x, first, axis) * _cumprod_jvp(where(first, 0.0, t), x1, z1, axis)
+    return where(before, t_before, t_from)
+
+
+def _cumprod_vjp(gz: Tensor, x: Tensor, z: Tensor, axis: int) -> Tensor:
+    if not bool((x._data == 0).any()):  # a branch on the values, not gradient math on arrays
+        return _apply(Cumsum, gz * z, axis, True) / x
+    before, first, x1, z1 = _first_zero(x, axis)
+    g_before = _apply(Cumsum, gz * z, axis, True) / where(before, x, 1.0)
+    g_first = _apply(Cumsum, gz * z1, axis, True)
+    g_after = 0.0
+    if _differentiated(gz, x):
+        g_after = _from_first(x, first, axis) * _cumprod_vjp(gz, x1, z1, axis)
+    return where(before, g_before, where(first, g_first, g_after))
+
+
+def _first_zero(x: Tensor, axis: int) -> tuple:
+    """(before, first, x1, z1) for Cumprod's derivatives: the positions before each slice's first zero, that zero,
+    x with it taken as 1, and the cumprod of that."""
+    zero = x == 0
+    seen = _apply(Cumsum, zero, axis, False)  # zeros up to and including each position
+    first = zero & (seen == 1)
+    x1 = where(first, 1.0, x)
+    return seen == 0, first, x1, _apply(Cumprod, x1, axis)
+
+
+def _from_first(v: Tensor, first: Tensor, axis: int) -> Tensor:
+    """v at each slice's first zero, from that position on along `axis` (0 before it), differentiably."""
+    return _apply(Cumsum, where(first, v, 0.0), axis, False)
+
+
+def _differentiated(*ts) -> bool:
+    """Whether a derivative computed from the Tensors `ts` will itself be differentiated: one of them is in the
+    graph (grad mode on) or carries a tangent (forward AD)."""
+    for t in ts:
+        if (MODE.grad and t._requires_grad) or (MODE.fw and is_dual(t)):
+            return True
+    return False
 
 
 def cumsum(input: Tensor, dim, *, dtype=None) -> Tensor:

@@ -21,7 +21,7 @@ from .. import backend
 from .._tensor import Tensor, make, normalize_dim
 from ..backend import on_device_of
 from ..autograd.function import Op, dispatch
-from .arithmetic import BroadcastTo, sum_to
+from .arithmetic import BroadcastTo, linear_jvp, sum_to
 from .convert import clone
 from .unary import to_dtype
 from .inplace import as_view
@@ -110,6 +110,8 @@ class View(Op):
         self.in_shape = x.shape
         return x.reshape(shape)
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         return View.apply(gz, self.in_shape)
 
@@ -123,6 +125,8 @@ class Permute(Op):
         self.axes = axes
         return x.transpose(axes)
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         return Permute.apply(gz, tuple(np.argsort(self.axes).tolist()))
 
@@ -135,6 +139,8 @@ class Narrow(Op):
     def forward(self, x, dim, start, length):
         self.in_shape, self.dim, self.start = x.shape, dim, start
         return x[(slice(None),) * dim + (slice(start, start + length),)]
+
+    jvp = linear_jvp
 
     def backward(self, gz):
         return Embed.apply(gz, self.in_shape, self.dim, self.start)
@@ -152,6 +158,8 @@ class Embed(Op):
         z[(slice(None),) * dim + (slice(start, start + g.shape[dim]),)] = g
         return z
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         return Narrow.apply(gz, self.dim, self.start, self.length)
 
@@ -164,6 +172,8 @@ class Tile(Op):
     def forward(self, x, reps):
         self.in_shape, self.reps = x.shape, reps
         return backend.array_module(x).tile(x, reps)
+
+    jvp = linear_jvp
 
     def backward(self, gz):
         # view gz as (r0, s0, r1, s1, ...) and sum the r axes: sum_to onto (1, s0, 1, s1, ...)
@@ -181,6 +191,8 @@ class Flip(Op):
         self.dims = dims
         return backend.array_module(x).flip(x, dims).copy() if dims else x.copy()
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         return Flip.apply(gz, self.dims)
 
@@ -193,6 +205,8 @@ class Roll(Op):
     def forward(self, x, shifts, dims):
         self.shifts, self.dims = shifts, dims
         return backend.array_module(x).roll(x, shifts, dims)
+
+    jvp = linear_jvp
 
     def backward(self, gz):
         return Roll.apply(gz, tuple(-s for s in self.shifts) if self.dims is not None else -self.shifts, self.dims)
@@ -207,6 +221,8 @@ class Tril(Op):
         self.diagonal = diagonal
         return backend.array_module(x).tril(x, diagonal)
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         return Tril.apply(gz, self.diagonal)
 
@@ -220,6 +236,8 @@ class Triu(Op):
         self.diagonal = diagonal
         return backend.array_module(x).triu(x, diagonal)
 
+    jvp = linear_jvp
+
     def backward(self, gz):
         return Triu.apply(gz, self.diagonal)
 
@@ -228,6 +246,13 @@ def _cast_grads(node, pieces, dtypes) -> tuple:
     """One gradient per input: the piece cast back to the input's dtype, None where no gradient is needed."""
     return tuple([(p if p._data.dtype == d else to_dtype(p, dt.FROM_NP[d])) if node.needs(i) else None
                   for i, (p, d) in enumerate(zip(pieces, dtypes))])
+
+
+def _tangents(node, t: tuple, inputs: tuple) -> list:
+    """The inputs' tangents for joining them, zeros for an input without one (also an integer input, which
+    `reapply` would keep as it is)."""
+    z = node.result()
+    return [ti if isinstance(ti, Tensor) else _zeros(z, x.shape) for ti, x in zip(t, inputs)]
 
 
 class Cat(Op):
@@ -244,6 +269,9 @@ class Cat(Op):
             return xp.concatenate(arrays, axis=dim)
         return xp.concatenate(arrays, axis=dim, dtype=dtype, casting="same_kind")
 
+    def jvp(self, t, *inputs):
+        return self.reapply(*_tangents(self, t, inputs))  # the tangents joined the same way
+
     def backward(self, gz):
         return _cast_grads(self, Split.apply(gz, self.sizes, self.dim), self.dtypes)
 
@@ -257,6 +285,9 @@ class Stack(Op):
         self.dim = dim
         self.dtypes = tuple([a.dtype for a in arrays])
         return backend.array_module(arrays[0]).stack(arrays, axis=dim, dtype=dtype, casting="same_kind")
+
+    def jvp(self, t, *inputs):
+        return self.reapply(*_tangents(self, t, inputs))  # the tangents stacked the same way
 
     def backward(self, gz):
         return _cast_grads(self, Unbind.apply(gz, self.dim), self.dtypes)
@@ -272,6 +303,8 @@ class MultiOutputOp(Op):
     gradients; `apply` marks the outputs as views of x."""
 
     saves_inputs = False
+
+    jvp = linear_jvp  # views: the same pieces of the tangent
 
     @classmethod
     def apply(cls, x: Tensor, *args) -> tuple:

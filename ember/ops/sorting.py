@@ -121,6 +121,9 @@ class Indices(Op):
             pos = _median_pos(a, axis, rule == "nanmedian")
         return _at(o, pos, axis)
 
+    def jvp(self, t, a, rule, axis, arg):
+        return None  # an index carries no tangent
+
     def backward(self, gz):
         raise RuntimeError("Indices: an index has no derivative")  # never recorded (applied with grad mode off)
 
@@ -150,10 +153,18 @@ class MedianAll(Op):
         pos = int(_median_pos(flat, 0, ignore_nan)[0]) if dt.is_float(x.dtype) else (flat.size - 1) // 2
         return flat[o[pos]]
 
+    def jvp(self, t, x, ignore_nan):
+        # the mean tangent of the elements equal to z; NaN where z is NaN (none equal it), as PyTorch's
+        return reduce.sum(t[0] * self._share(x, False))
+
     def backward(self, gz, x, ignore_nan):
+        return gz * self._share(x, True)
+
+    def _share(self, x: Tensor, nan_hits: bool) -> Tensor:
+        """dz/dx: 1/k at the k elements equal to z (with nan_hits, NaN counting as equal to a NaN z), 0 elsewhere."""
         z = self.output()
-        hit = ((x == z) | ((x != x) & (z != z))).to(gz.dtype)
-        return gz * hit / reduce.sum(hit)
+        hit = ((x == z) | ((x != x) & (z != z)) if nan_hits else x == z).to(x.dtype)
+        return hit / reduce.sum(hit)
 
 
 # ---------------------------------------------------------------------- argument checks
