@@ -713,17 +713,19 @@ def test_rules_of_batched_indices(fn, args, dims):
     _close(list(g), [ember.stack([r[k] for r in ref]) for k in range(len(floats))])
 
 
-BLOCKED = [  # (id, fn(T, x, index) with a batched index): the public functions, blocked by a read of the values
+BATCHED_INDEX = [  # (id, fn(T, x, index) with a batched index): their range checks read every example's values
     ("gather", lambda T, x, i: T.gather(x, 1, i)),
     ("take_along_dim", lambda T, x, i: T.take_along_dim(x, i, 1)),
     ("scatter_add", lambda T, x, i: x.scatter_add(1, i, x[:, :2])),
     ("index_select", lambda T, x, i: T.index_select(x, 1, i[0])),
     ("take", lambda T, x, i: T.take(x, i)),
     ("getitem", lambda T, x, i: x[i[0]]),
+    ("cummax", lambda T, x, i: T.cummax(x, 1).values),
+]
+BLOCKED = [  # (id, fn(T, x, index) with a batched index): the public functions, blocked by a read of the values
     ("embedding", lambda T, x, i: T.nn.functional.embedding(i, x)),
     ("nll_loss", lambda T, x, i: T.nn.functional.nll_loss(x, i[:, 0])),
     ("one_hot", lambda T, x, i: T.nn.functional.one_hot(i, 5).float() * x[0, 0]),
-    ("cummax", lambda T, x, i: T.cummax(x, 1).values),
     ("binary_cross_entropy", lambda T, x, i: T.nn.functional.binary_cross_entropy(x.sigmoid(), x.sigmoid() * 0.5)),
 ]
 _LAZY = os.environ.get("EMBER_LAZY") == "always"  # (lazy mode records the write as an op: no Python write there)
@@ -731,7 +733,15 @@ _SETITEM = pytest.param(lambda T, x, i: (lambda y: (y.__setitem__((slice(None), 
                         id="setitem_no_grad", marks=pytest.mark.skipif(_LAZY, reason="recorded in lazy mode"))
 
 
-@pytest.mark.parametrize("fn", [pytest.param(b[1], id=b[0]) for b in BLOCKED] + [_SETITEM])
+@pytest.mark.parametrize("fn", [pytest.param(b[1], id=b[0]) for b in BATCHED_INDEX] + [_SETITEM])
+def test_batched_indices_through_the_public_functions(fn):
+    x, i = ember.tensor(f(B, 3, 5)), ember.tensor(ints(3, B, 3, 2))
+    g = lambda a, j: fn(ember, a, j)  # noqa: E731
+    out, fallbacks = _run_vmap(g, [x, i], (0, 0))
+    _close(_tree(out), _loop(g, [x, i], (0, 0), B))
+
+
+@pytest.mark.parametrize("fn", [pytest.param(b[1], id=b[0]) for b in BLOCKED])
 @pytest.mark.xfail(raises=VmapError, strict=True, reason="the function reads a batched tensor's values in Python "
                                                          "before its op is applied (to be fixed in ember/ops)")
 def test_blocked_by_a_read_of_the_values(fn):

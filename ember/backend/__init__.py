@@ -125,6 +125,15 @@ def array_module(array):
         return _ARRAY_TYPES[type(array)][1]
 
 
+def index_bounds(a) -> tuple[int, int]:
+    """The smallest and largest value of a non-empty integer index array, for the ops' range checks. Inside
+    vmap an index may be a batched stand-in (ember/func/_batching.py), whose values are every example's:
+    they are checked all at once (`phys`, down to the real array)."""
+    while hasattr(a, "phys") and a.__class__ is not np.ndarray:
+        a = a.phys
+    return int(a.min()), int(a.max())
+
+
 def cuda_backend():
     """The CUDA backend (CuPy with at least one GPU), imported on first use; None without one."""
     global CUDA, _cuda_why

@@ -164,7 +164,7 @@ def _parse(index, shape: tuple, base=None) -> tuple:
         else:
             size = shape[d]
             if it.size:
-                lo, hi = int(it.min()), int(it.max())
+                lo, hi = backend.index_bounds(it)
                 if hi >= size or lo < -size:
                     err = _ArrayIndexError(f"index {hi if hi >= size else lo} is out of bounds for dimension {d} with "
                                            f"size {size}")
@@ -424,14 +424,15 @@ def setitem(self: Tensor, index, value) -> None:
                 and not _masked_fill_write(idx, value):
             _dtype_mismatch(self, value)
         graph = (MODE.grad and (self._requires_grad or value._requires_grad)
-                 or MODE.fw and (is_dual(self) or is_dual(value))) and dt.is_float(self._data.dtype)
+                 or MODE.fw and (is_dual(self) or is_dual(value))) and dt.is_float(self._data.dtype) \
+            or bool(MODE.vmap)  # (vmap batches the write as an op)
         if graph and value._data.dtype != self._data.dtype:
             value = value.to(self.dtype)
         if not graph and value._data.__class__ is not self._data.__class__:
             backend.check_same_device("__setitem__", (self._data, value._data))
         v = value if graph else value._data
     else:
-        graph = MODE.grad and self._requires_grad or MODE.fw and is_dual(self)
+        graph = MODE.grad and self._requires_grad or MODE.fw and is_dual(self) or MODE.vmap
         v = value if type(value) in (int, float, bool) else to_array(value, self._data.dtype, "__setitem__")
         if v.__class__ is not self._data.__class__ and v.__class__ not in (int, float, bool):
             v = _on_device_of(v, self._data)  # a list or NumPy value written into a device tensor
@@ -566,7 +567,7 @@ def _int_index(index, op: str, what: str = "int32/int64") -> np.ndarray:
 def _check_range(a, size: int, dim: int, op: str, negative: bool = False) -> np.ndarray:
     """a, with PyTorch's RuntimeError for an index outside [0, size) ([-size, size) when negative is allowed)."""
     if a.size:
-        lo, hi = int(a.min()), int(a.max())
+        lo, hi = backend.index_bounds(a)
         low = -size if negative else 0
         if hi >= size or lo < low:
             raise RuntimeError(f"{op}(): index {hi if hi >= size else lo} is out of bounds for dimension {dim} with size {size}")
@@ -730,7 +731,7 @@ def take(input: Tensor, index: Tensor) -> Tensor:
         raise RuntimeError(f"take(): Expected a long tensor for index, but got {index.dtype}")
     n = x._data.size
     if a.size:
-        lo, hi = int(a.min()), int(a.max())
+        lo, hi = backend.index_bounds(a)
         if hi >= n or lo < -n:
             raise IndexError(f"take(): out of range: tried to access index {hi if hi >= n else lo} on a tensor of {n} elements.")
         if lo < 0:
@@ -800,8 +801,9 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     """The entries of input at the positions `index` (a vector) along dim."""
     x = _check(input, "index_select")
     a, d, size = _select_args(x, dim, index, "index_select")
-    if a.size and (a.min() < 0 or a.max() >= size):
-        bad = int(a.max()) if a.max() >= size else int(a.min())
+    lo, hi = backend.index_bounds(a) if a.size else (0, 0)
+    if lo < 0 or hi >= size:
+        bad = hi if hi >= size else lo
         msg = f"index_select(): index out of range in self: index {bad} for dimension {d} with size {size}"
         # PyTorch (CPU) checks dim 1 of a 2+-d tensor, and empty 2+-d tensors, with RuntimeError
         raise (RuntimeError if x.ndim > 1 and (d == 1 or x._data.size == 0) else IndexError)(msg)
@@ -826,8 +828,9 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1
     if sshape[d] != a.size:
         raise RuntimeError(f"index_add(): Number of indices ({a.size}) should be equal to source.size(dim): "
                            f"({sshape[d]}), for dim: {d}")
-    if a.size and (a.min() < 0 or a.max() >= size):
-        bad = int(a.max()) if a.max() >= size else int(a.min())
+    lo, hi = backend.index_bounds(a) if a.size else (0, 0)
+    if lo < 0 or hi >= size:
+        bad = hi if hi >= size else lo
         # PyTorch (CPU) hands dim 0 / the last dim of a 2+-d tensor with int64 indices and alpha 1 to
         # scatter_add (RuntimeError); every other case checks the index itself (IndexError)
         if x.ndim > 1 and d in (0, x.ndim - 1) and a.dtype == np.int64 and alpha == 1:
