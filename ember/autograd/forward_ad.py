@@ -205,6 +205,11 @@ def propagate(node, inputs: tuple, arrays: tuple, attrs, result) -> None:
     """Give `result` (the op's output Tensor or tuple of them) its tangent at every open level at which an input
     carries one, from the op's `jvp` rule. The rule of level L runs with L and the levels inside it closed."""
     levels = MODE.fw
+    if result.__class__ is tuple:
+        if not any(r.__class__ in TENSOR_TYPES and dt.is_float(r._data.dtype) for r in result):
+            return  # (indices, masks: integer results carry no tangent)
+    elif not dt.is_float(result._data.dtype):
+        return
     for k, level in enumerate(levels):
         tangents = None
         for a in inputs:

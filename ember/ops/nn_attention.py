@@ -21,7 +21,9 @@ import numpy as np
 
 from .. import backend
 from .._tensor import Tensor, make
+from ..autograd import forward_ad
 from ..autograd.function import Op
+from ..autograd.grad_mode import MODE
 from .arithmetic import ones_vector, sum_array, sum_to, where
 from .linalg import matmul
 from .nn_activation import check_dropout_p, dropout_mask, dropout, softmax
@@ -90,16 +92,7 @@ class Attention(Op):
 
         each summed back to its input's shape (broadcast batch dims). P is recomputed from q, k and M by ember ops,
         so the gradients differentiate again."""
-        s = matmul(q, k.transpose(-2, -1)) * scale
-        if mask is not None:
-            s = s + (mask if isinstance(mask, Tensor) else make(mask))
-        dead = self.dead
-        if dead is not None:  # fully masked rows: keep them finite (and their gradient zero) instead of NaN
-            live = make(backend.array_module(dead).broadcast_to(~dead, s.shape))
-            s = where(live, s, 0.0)
-        p = softmax(s, -1)
-        if dead is not None:
-            p = where(live, p, 0.0)
+        p = self._probs(q, k, mask, scale)
         dm = None if drop is None else make(drop)
         pd = p if dm is None else p * dm
         gq = gk = gv = gm = None
@@ -117,6 +110,39 @@ class Attention(Op):
             if self.needs(1):
                 gk = sum_to(matmul(gs.transpose(-2, -1), q) * scale, k.shape)
         return gq, gk, gv, gm, None, None
+
+    def _probs(self, q: Tensor, k: Tensor, mask, scale: float) -> Tensor:
+        """P = softmax(q·kᵀ·scale + M) from ember ops (0 on rows whose keys are all masked), as a function of q, k
+        and M that differentiates again."""
+        s = matmul(q, k.transpose(-2, -1)) * scale
+        if mask is not None:
+            s = s + (mask if isinstance(mask, Tensor) else make(mask))
+        dead = self.dead
+        if dead is not None:  # fully masked rows: keep them finite (and their derivatives zero) instead of NaN
+            live = make(backend.array_module(dead).broadcast_to(~dead, s.shape))
+            s = where(live, s, 0.0)
+        p = softmax(s, -1)
+        return p if dead is None else where(live, p, 0.0)
+
+    def jvp(self, t, q, k, v, mask, drop, scale):
+        """With S' = (q'·kᵀ + q·k'ᵀ)·scale + M' and P' = P ⊙ (S' − Σ_keys P ⊙ S') (softmax's derivative):
+
+            out' = (P' ⊙ D)·v + (P ⊙ D)·v'."""
+        tq, tk, tv, tm = t[:4]
+        p = self._probs(q, k, mask, scale)
+        dm = None if drop is None else make(drop)
+        ds = matmul(tq, k.transpose(-2, -1)) * scale if isinstance(tq, Tensor) else 0
+        if isinstance(tk, Tensor):
+            ds = ds + matmul(q, tk.transpose(-2, -1)) * scale
+        if isinstance(tm, Tensor):
+            ds = ds + tm
+        z = 0
+        if isinstance(ds, Tensor):
+            dp = p * (ds - (p * ds).sum(-1, keepdim=True))
+            z = matmul(dp if dm is None else dp * dm, v)
+        if isinstance(tv, Tensor):
+            z = z + matmul(p if dm is None else p * dm, tv)
+        return z
 
     def fast_backward(self, gz, q, k, v, mask, drop, scale):
         """backward's formulas on the arrays, from the P and P ⊙ D that forward kept (backward recomputes P from
@@ -221,7 +247,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         if md == np.bool_:
             mask = backend.array_module(attn_mask._data).where(attn_mask._data, qd.type(0), qd.type(-np.inf))
         else:
-            mask = attn_mask if attn_mask._requires_grad else attn_mask._data
+            # a Tensor input where it has a derivative (it requires grad or carries a forward-AD tangent)
+            differentiable = attn_mask._requires_grad or (MODE.fw and forward_ad.is_dual(attn_mask))
+            mask = attn_mask if differentiable else attn_mask._data
     elif is_causal:
         am = backend.array_module(query._data)
         mask = am.where(am.tri(qs[-2], ks[-2], dtype=bool), qd.type(0), qd.type(-np.inf))

@@ -21,7 +21,7 @@ from .. import backend
 from .._tensor import Tensor
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE
-from .arithmetic import ones_vector
+from .arithmetic import linear_jvp, ones_vector
 from .nn_args import ntuple, tensor_arg
 from .shape import View, broadcast_to
 from .windows import Win, cols_chunks, wide_rows
@@ -136,7 +136,16 @@ class Conv(Op):
         out, cols = _conv(x, w, b, win, groups, keep_cols, ohw)
         if keep_cols:  # im2col(x), for dw: recomputing it would cost about as much as dw's GEMM
             self.cols = cols
+        self.ohw = ohw
         return out
+
+    def jvp(self, t, x, w, b, win, groups):
+        """z' = conv(x', w) + conv(x, w') + b' (bilinear in x and w)."""
+        tx, tw, tb = t[:3]
+        z = Conv.apply(tx, w, None, win, groups, ohw=self.ohw) if isinstance(tx, Tensor) else 0
+        if isinstance(tw, Tensor):
+            z = z + Conv.apply(x, tw, None, win, groups, ohw=self.ohw)
+        return z + View.apply(tb, (1, tb.shape[0], 1, 1)) if isinstance(tb, Tensor) else z
 
     def backward(self, gz, x, w, b, win, groups):
         cols = self.__dict__.pop("cols", None)  # used once: a second backward (retain_graph) recomputes it
@@ -162,6 +171,8 @@ class ChannelSum(Op):
         per_image = (rows @ ones_vector(rows.shape[1], g.dtype)).reshape(n, o)
         return ones_vector(n, g.dtype) @ per_image
 
+    jvp = linear_jvp  # linear in g
+
     def backward(self, gz):
         return broadcast_to(View.apply(gz, (1, self.shape[1], 1, 1)), self.shape)
 
@@ -172,6 +183,12 @@ class ConvTranspose(Op):
 
     def forward(self, g, w, win, groups, hw):
         return conv_transpose_array(g, w, win, groups, hw)
+
+    def jvp(self, t, g, w, win, groups, hw):
+        """z' = convᵀ(g', w) + convᵀ(g, w') (bilinear in g and w)."""
+        tg, tw = t[:2]
+        z = ConvTranspose.apply(tg, w, win, groups, hw) if isinstance(tg, Tensor) else 0
+        return z + ConvTranspose.apply(g, tw, win, groups, hw) if isinstance(tw, Tensor) else z
 
     def backward(self, gz, g, w, win, groups, hw):
         # ohw: with output_padding ≥ stride (stride < dilation), gz spans more windows than g has entries
@@ -186,6 +203,12 @@ class ConvWeightGrad(Op):
 
     def forward(self, x, g, win, groups, wshape, cols=None):
         return _conv_weight_grad(x, g, win, groups, wshape, cols)
+
+    def jvp(self, t, x, g, win, groups, wshape):
+        """z' = dw(x', g) + dw(x, g') (bilinear in x and g; not over the forward's columns, which are x's)."""
+        tx, tg = t[:2]
+        z = ConvWeightGrad.apply(tx, g, win, groups, wshape) if isinstance(tx, Tensor) else 0
+        return z + ConvWeightGrad.apply(x, tg, win, groups, wshape) if isinstance(tg, Tensor) else z
 
     def backward(self, gz, x, g, win, groups, wshape):
         gx = ConvTranspose.apply(g, gz, win, groups, x.shape[2:]) if self.needs(0) else None

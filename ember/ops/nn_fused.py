@@ -33,8 +33,8 @@ from .._tensor import Tensor, make
 from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
 from .arithmetic import ones_vector
-from .nn_conv import ChannelSum, ConvTranspose, ConvWeightGrad, conv_inputs, conv_transpose_array, conv_win
-from .nn_pool import PoolScatter, argmax_scan, index_dtype
+from .nn_conv import ChannelSum, Conv, ConvTranspose, ConvWeightGrad, conv_inputs, conv_transpose_array, conv_win
+from .nn_pool import PoolGather, PoolScatter, argmax_scan, index_dtype, needs_indices
 from .unary import ReluGrad, relu_mask
 from .windows import Win, chunk, strided_at
 from .. import _dtype as dt
@@ -191,6 +191,26 @@ class ConvReluPool(Op):
         am = array_module(top)
         return am.where(top, am.where(left, 0, 1), am.where(lbot, 2, 3)).astype(np.uint8)
 
+    def jvp(self, t, x, w, b, win, pool, need_route, keep_cols):
+        """The chain rule forward through conv, max_pool and relu: c' = conv(x', w) + conv(x, w'), the pool picks c'
+        at each window's maximum (PoolGather, with the routing forward recorded), then + b', zero where the
+        output is not positive (ReluGrad)."""
+        tx, tw, tb = t[:3]
+        q, ohw, _ = self.geom
+        n, o = x.shape[0], w.shape[0]
+        dc = Conv.apply(tx, w, None, win, 1) if isinstance(tx, Tensor) else 0
+        if isinstance(tw, Tensor):
+            dc = dc + Conv.apply(x, tw, None, win, 1)
+        if isinstance(dc, Tensor):
+            e = self._entry_numbers()
+            idx = array_module(e).ascontiguousarray(e.reshape(o, n, *q).transpose(1, 0, 2, 3))
+            dy = PoolGather.apply(dc, idx, Win(pool, pool, (1, 1), ((0, 0), (0, 0))), ohw)
+        else:
+            dy = make(array_module(x._data).zeros((n, o) + q, x._data.dtype))
+        if isinstance(tb, Tensor):
+            dy = dy + tb.reshape(1, o, 1, 1)
+        return ReluGrad.apply(dy, make(self.live))
+
     def backward(self, gz, x, w, b, win, pool, need_route, keep_cols):
         """The chain rule through relu ∘ max_pool ∘ conv, each step one differentiable op of the unfused layers:
         dy = gz where the output is positive (ReluGrad); dz = dy routed to each window's maximum, zero elsewhere
@@ -336,7 +356,9 @@ def conv2d_relu_max_pool2d(input: Tensor, weight: Tensor, bias: Tensor | None, s
     if x._data.__class__ is not np.ndarray or w._data.__class__ is not np.ndarray or \
             (bias is not None and bias._data.__class__ is not np.ndarray):  # two GPUs share one array type
         check_same_device("conv2d_relu_max_pool2d", [t._data for t in args if t is not None])
-    # forward keeps what backward will need (the pool's routing, the weight gradient's columns) only when recorded
+    # forward keeps what backward will need (the pool's routing, the weight gradient's columns) only when recorded;
+    # the routing also when an operand carries a forward-AD tangent
     record = MODE.grad and any(t is not None and t._requires_grad for t in args)
-    consts = (win, p, record, record and w._requires_grad)
+    route = record or any(t is not None and needs_indices(t) for t in args)
+    consts = (win, p, route, record and w._requires_grad)
     return dispatch(_new(ConvReluPool), args + consts, (x._data, w._data, None if bias is None else bias._data) + consts)

@@ -18,6 +18,7 @@ import numpy as np
 from .. import _dtype as dt
 from .. import backend
 from .._tensor import Tensor, make
+from ..autograd import forward_ad
 from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
 from .arithmetic import where
@@ -190,11 +191,12 @@ def _ignored(t, C: int, ignore_index: int, op: str):
 
 
 def _constant(t: Tensor, op: str, what: str) -> Tensor:
-    """A weight that the loss is not differentiable in (as in PyTorch, which refuses one that requires grad)."""
+    """A weight that the loss is not differentiable in (as in PyTorch, which refuses one that requires grad, and
+    whose forward mode ignores its tangent)."""
     if t._requires_grad and MODE.grad:
         raise RuntimeError(f"{op}(): the loss is not differentiable with respect to '{what}', so {what} cannot "
                            f"require grad; pass {what}.detach()")
-    return t
+    return t.detach() if MODE.fw and forward_ad.is_dual(t) else t
 
 
 def _class_weight(weight, C: int, x: Tensor, op: str):
@@ -285,6 +287,18 @@ class CrossEntropy(Op):
         q is a constant; softmax(x) is an ember op on x, so the gradient differentiates again in x and gz."""
         if not self.needs(0):
             return (None,) * 6
+        axis = 0 if x.ndim == 1 else 1
+        grad = self._dloss(x, w, eps)
+        if reduction == "none":
+            g = gz.unsqueeze(axis) if x.ndim > 1 else gz
+        elif reduction == "mean":  # nothing counted (every target ignored): a nan loss, a zero gradient
+            g = gz / self.denom if self.denom else gz * 0
+        else:
+            g = gz
+        return (grad * g,) + (None,) * 5
+
+    def _dloss(self, x: Tensor, w, eps: float) -> Tensor:
+        """dl_i/dx_i = softmax(x_i)·Q_i − q_i for every sample i, in x's layout (before the reduction's scale)."""
         M, C = self.p.shape  # forward's softmax gives only the rows' shape: it is recomputed from x to differentiate
         dtype = self.p.dtype
         am = backend.array_module(self.p)
@@ -295,15 +309,19 @@ class CrossEntropy(Op):
         if eps:
             q += (valid * (eps / C))[:, None] * (am.ones(C, dtype) if w is None else w)
         Q = q.sum(axis=1, keepdims=True)
-        axis = 0 if x.ndim == 1 else 1
-        grad = Softmax.apply(x, axis) * make(_unrows(Q, x.shape)) - make(_unrows(q, x.shape))
+        return Softmax.apply(x, 0 if x.ndim == 1 else 1) * make(_unrows(Q, x.shape)) - make(_unrows(q, x.shape))
+
+    def jvp(self, tg, x, t, w, ignore_index, eps, reduction):
+        """l_i' = Σ_c (softmax(x_i)·Q_i − q_i)_c·x_i'_c (the gradient of l_i against x_i'), reduced as the loss."""
+        if not isinstance(tg[0], Tensor):
+            return 0
+        per = (self._dloss(x, w, eps) * tg[0]).sum(0 if x.ndim == 1 else 1)
         if reduction == "none":
-            g = gz.unsqueeze(axis) if x.ndim > 1 else gz
-        elif reduction == "mean":  # nothing counted (every target ignored): a nan loss, a zero gradient
-            g = gz / self.denom if self.denom else gz * 0
-        else:
-            g = gz
-        return (grad * g,) + (None,) * 5
+            return per
+        total = per.sum()
+        if reduction == "sum":
+            return total
+        return total / self.denom  # (nothing counted: 0/0, a nan tangent as the loss, and as PyTorch's)
 
     def fast_backward(self, gz, x, t, w, ignore_index, eps, reduction):
         """backward's gradient on the arrays, from the softmax that forward kept: one (M, C) array, Q·softmax, with
@@ -415,7 +433,23 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     if r == "sum":
         return total
     denom = ta.size if coef is None else float(coef.sum())
-    return total / denom if denom else total * 0.0 + math.nan  # nothing counted: a nan loss, a zero gradient
+    return total / denom if denom else _NothingCounted.apply(total)
+
+
+class _NothingCounted(Op):
+    """nll_loss's 'mean' when no target counts: z = total / 0 = nan, with PyTorch's derivatives of it, a zero
+    gradient and a nan tangent."""
+
+    saves_inputs = False
+
+    def forward(self, total):
+        return np.full_like(total, np.nan)
+
+    def jvp(self, t, total):
+        return t[0] * math.nan
+
+    def backward(self, gz):
+        return gz * 0
 
 
 # ---------------------------------------------------------------------- binary and distribution losses
@@ -435,6 +469,8 @@ class BinaryCrossEntropy(Op):
         l1x *= 1 - t
         lx += l1x
         return np.negative(lx, out=lx)
+
+    jvp = Op.elementwise_jvp
 
     def backward(self, gz, x, t):
         gx = gz * (x - t) / (x * (1 - x)).clamp(min=1e-12) if self.needs(0) else None

@@ -14,9 +14,10 @@ import numpy as np
 from .. import _dtype as dt
 from .. import _capture, backend
 from .._tensor import Tensor, bump_version, make
+from ..autograd import forward_ad
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE, no_grad
-from .arithmetic import ones_vector, sum_to
+from .arithmetic import linear_jvp, ones_vector, sum_to, where
 from .indexing import add_rows
 from .linalg import Matmul, c_type_name, matmul
 from .reduce import norm
@@ -61,8 +62,17 @@ class Linear(Op):
             out += b  # the GEMM's result is ours: add the bias in place
         return out
 
+    def jvp(self, t, x, w, b):
+        """z' = x' Wᵀ + x W'ᵀ + b' (bilinear in x and W)."""
+        tx, tw, tb = t
+        z = Linear.apply(tx, w, None) if isinstance(tx, Tensor) else 0
+        if isinstance(tw, Tensor):
+            z = z + Linear.apply(x, tw, None)
+        return z + tb if isinstance(tb, Tensor) else z
+
     def backward(self, gz, x, w, b):
-        if not MODE.grad:  # first-order backward: the three products straight on the arrays
+        # first-order backward: the three products straight on the arrays (unless they carry forward-AD tangents)
+        if not MODE.grad and not (MODE.fw and any(forward_ad.is_dual(a) for a in (gz, x, w))):
             return _linear_grads(self, gz._data, x._data, w._data, b)
         gx = Matmul.apply(gz, w) if self.needs(0) else None
         gw = LinearWeightGrad.apply(gz, x) if self.needs(1) else None
@@ -109,6 +119,12 @@ class LinearWeightGrad(Op):
 
     def forward(self, gz, x):
         return _weight_grad(_rows(gz), _rows(x))
+
+    def jvp(self, t, gz, x):
+        """r' = gz'ᵀ x + gzᵀ x' (bilinear in gz and x)."""
+        tg, tx = t
+        z = LinearWeightGrad.apply(tg, x) if isinstance(tg, Tensor) else 0
+        return z + LinearWeightGrad.apply(gz, tx) if isinstance(tx, Tensor) else z
 
     def backward(self, gr, gz, x):
         return (Linear.apply(x, gr, None) if self.needs(0) else None), (Matmul.apply(gz, gr) if self.needs(1) else None)
@@ -208,6 +224,8 @@ class Embedding(Op):
         self.idx, self.n, self.pad, self.scale, self.sparse = idx, w.shape[0], padding_idx, scale, sparse
         return w[idx]
 
+    jvp = linear_jvp  # z' = W'[idx]: linear in W (padding_idx and scaling act on the gradient only)
+
     def backward(self, gz):
         if self.sparse:
             return sparse_rows_grad(gz, self.idx, self.n, self.pad, self.scale), None, None, None
@@ -245,6 +263,8 @@ class EmbeddingBackward(Op):
             out[pad] = 0
         return out
 
+    jvp = linear_jvp  # linear in g
+
     def backward(self, gr):
         return EmbeddingGather.apply(gr, self.idx, self.pad, self.scale), None, None, None, None
 
@@ -262,6 +282,8 @@ class EmbeddingGather(Op):
         if pad is not None:
             out[idx == pad] = 0
         return out
+
+    jvp = linear_jvp  # linear in g
 
     def backward(self, gz):
         return EmbeddingBackward.apply(gz, self.idx, self.n, self.pad, self.scale), None, None, None
@@ -403,6 +425,8 @@ class ScatterAt(Op):
         np.add.at(out, at, x)
         return out
 
+    jvp = linear_jvp  # linear in x
+
     def backward(self, gz):
         return GatherAt.apply(gz, at=self.at)
 
@@ -415,6 +439,8 @@ class GatherAt(Op):
     def forward(self, x, at):
         self.at, self.shape = at, x.shape
         return x[at]
+
+    jvp = linear_jvp  # linear in x
 
     def backward(self, gz):
         return ScatterAt.apply(gz, at=self.at, shape=self.shape)
@@ -447,6 +473,25 @@ class EmbeddingBag(Op):
             inv = (1 / np.maximum(bags.counts, 1)).astype(dtype)[bags.bag]
             c = inv if c is None else c * inv
         return c
+
+    def jvp(self, t, w, idx, offsets, psw):
+        """sum, mean: z' = C W' + C' W (C bilinear in W and per_sample_weights, whose tangent is C's);
+        max: z'[b, j] = W'[the row that held bag b's max in column j, j] (0 for an empty bag)."""
+        tw, tp = t[0], t[3]
+        if self.mode == "max":
+            return self._max_tangent(tw, w) if isinstance(tw, Tensor) else 0
+        z = self.reapply(tw, None, None, None) if isinstance(tw, Tensor) else 0
+        return z + self.reapply(None, None, None, tp) if isinstance(tp, Tensor) else z
+
+    def _max_tangent(self, tw: Tensor, w: Tensor) -> Tensor:
+        bags = self.bags
+        nz = bags.nonempty
+        arg = bags.argmax(w._data[bags.rows], self.z)  # (nonempty bags, dim): the entry holding each max
+        cols = np.broadcast_to(np.arange(w.shape[1]), arg.shape)
+        g = GatherAt.apply(tw, at=(bags.rows[arg], cols))
+        if nz.size == bags.n_bags:
+            return g
+        return ScatterAt.apply(g, at=(np.broadcast_to(nz[:, None], arg.shape), cols), shape=(bags.n_bags, w.shape[1]))
 
     def backward(self, gz, w, idx, offsets, psw):
         bags, n = self.bags, w.shape[0]
@@ -605,12 +650,16 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 # ---------------------------------------------------------------------- cosine_similarity, normalize
 class _FloorValue(Op):
     """z = max(x, eps) in value, with the gradient of x itself (dz/dx = 1): PyTorch clamps the norms in
-    cosine_similarity outside autograd, and this keeps both its values and its gradients."""
+    cosine_similarity outside autograd, and this keeps both its values and its gradients. Its forward mode does
+    see the clamp (no_grad does not stop it): z' = x' where x ≥ eps, else 0, the true derivative."""
 
     saves_inputs = False
 
     def forward(self, x, eps):
         return np.maximum(x, x.dtype.type(eps))
+
+    def jvp(self, t, x, eps):
+        return where(make(x._data >= eps), t[0], 0.0)  # (the mask is piecewise constant: no derivative of its own)
 
     def backward(self, gz):
         return gz, None
@@ -646,5 +695,7 @@ def normalize(input: Tensor, p: float = 2.0, dim=1, eps: float = 1e-12, out: Ten
         with no_grad():
             out._data[...] = r._data
         bump_version(out)
+        if MODE.fw:  # out carries r's tangents, as after an in-place write
+            forward_ad.take_tangents(out, r)
         return out
     return r

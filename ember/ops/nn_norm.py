@@ -57,6 +57,25 @@ class Normalize(Op):
             sq += b if view is None else b.reshape(view)
         return sq
 
+    def jvp(self, t, x, w, b, axes, paxes, view, eps):
+        """With x̂ = (x − μ)·r over `axes` (μ, r recomputed from x by ember ops, as in backward):
+
+            x̂' = r·(x' − mean(x') − x̂·mean(x̂·x')),   z' = x̂'·γ + x̂·γ' + β'."""
+        tx, tw, tb = t[:3]
+        z = 0
+        if isinstance(tx, Tensor) or isinstance(tw, Tensor):
+            mu = x.mean(axes, keepdim=True)
+            xc = x - mu
+            r = ((xc * xc).mean(axes, keepdim=True) + eps).rsqrt()
+            xh = xc * r
+            if isinstance(tx, Tensor):
+                z = r * (tx - tx.mean(axes, keepdim=True) - xh * (xh * tx).mean(axes, keepdim=True))
+                if w is not None:
+                    z = z * _viewed(w, view)
+            if isinstance(tw, Tensor):
+                z = z + xh * _viewed(tw, view)
+        return z + _viewed(tb, view) if isinstance(tb, Tensor) else z
+
     def backward(self, gz, x, w, b, axes, paxes, view, eps):
         """With x̂ = (x − μ)·r, r = 1/√(σ² + eps) over `axes` and gh = g·γ:
 
@@ -99,6 +118,11 @@ class Normalize(Op):
             p *= wv  # g·γ·x̂
             gx = _input_grad(g * wv, p, xh, r, mean)
         return gx, gw, gb, None, None, None, None
+
+
+def _viewed(p: Tensor, view) -> Tensor:
+    """A parameter (γ, β or a tangent of one) shaped to broadcast against x."""
+    return p if view is None else p.reshape(view)
 
 
 def _copy(a):

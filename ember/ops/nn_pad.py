@@ -30,6 +30,9 @@ class ConstantPad(Op):
             out[dst] = x[src]
         return out
 
+    def jvp(self, t, x, pads, value):
+        return ConstantPad.apply(t[0], pads, 0)  # the fill is a constant: its entries' tangent is 0
+
     def backward(self, gz):
         return ConstantPad.apply(gz, tuple((-l, -r) for l, r in self.pads), 0)
 

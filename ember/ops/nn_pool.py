@@ -14,8 +14,10 @@ import numpy as np
 
 from .. import _capture, backend
 from .._tensor import Tensor, constant, make
+from ..autograd import forward_ad
 from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
+from .arithmetic import linear_jvp
 from .indexing import Take
 from .linalg import matmul
 from .nn_args import ntuple, tensor_arg
@@ -120,6 +122,12 @@ def _disjoint(win: Win) -> bool:
     return all(s >= d * (k - 1) + 1 for k, s, d in zip(win.k, win.s, win.d))
 
 
+def needs_indices(x: Tensor) -> bool:
+    """Whether a max pool of x must keep its argmax positions for a derivative: x is recorded for backward or
+    carries a forward-AD tangent."""
+    return (x._requires_grad and MODE.grad) or bool(MODE.fw and forward_ad.is_dual(x))
+
+
 class MaxPool(Op):
     """z[n, c, i, j] = max of window (i, j);  dz/dx = gz scattered to each window's argmax (PoolScatter)."""
 
@@ -140,6 +148,10 @@ class MaxPool(Op):
                          None if self.idx is None else self.idx[n0:n0 + nc])
         self.win, self.hw = win, x.shape[2:]
         return y
+
+    def jvp(self, t, x):
+        """z' = x' at each window's argmax (`max_pool2d` keeps the indices when x carries a tangent)."""
+        return PoolGather.apply(t[0], self.idx, self.win, self.hw)
 
     def backward(self, gz):
         return PoolScatter.apply(gz, self.idx, self.win, self.hw)
@@ -185,6 +197,8 @@ class PoolScatter(Op):
                 out[n0:n0 + nc] = buf[:, :, pt:pt + h, pl:pl + w]
         return out
 
+    jvp = linear_jvp  # linear in g
+
     def backward(self, gz):
         return PoolGather.apply(gz, *self.args)
 
@@ -202,6 +216,8 @@ class PoolGather(Op):
         for o, (_, _, rows, cols) in enumerate(win.offsets(idx.shape[2:])):
             am.copyto(out, xp[:, :, rows, cols], where=idx == o)
         return out
+
+    jvp = linear_jvp  # linear in x
 
     def backward(self, gz):
         return PoolScatter.apply(gz, *self.args)
@@ -225,8 +241,8 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
     x, batched = _as_4d("max_pool2d", tensor_arg(input, "max_pool2d", "input", 1))
     win, _ = _pool_win("max_pool2d", x.shape[2:], kernel_size, stride, padding, dilation, ceil_mode)
     node = _new(MaxPool)
-    # the argmax indices are kept when backward or the caller needs them
-    y = _unbatch(dispatch(node, (x,), (x._data, win, return_indices or (x._requires_grad and MODE.grad))), batched)
+    # the argmax indices are kept when backward, forward AD or the caller needs them
+    y = _unbatch(dispatch(node, (x,), (x._data, win, return_indices or needs_indices(x))), batched)
     if return_indices:
         if _capture.ACTIVE is not None:
             _capture.settle(y)  # (ember.lazy: the node has run, so its indices exist)

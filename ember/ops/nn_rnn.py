@@ -22,6 +22,7 @@ import numpy as np
 from .. import backend
 from .._tensor import Tensor, make
 from ..backend import on_device_of
+from ..autograd import forward_ad
 from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE, enable_grad
 
@@ -146,6 +147,11 @@ class RNNLayer(Op):
         recomputation for the cotangents `grads` (each output's, or None). Recorded when create_graph is on, so
         the gradients differentiate again; slow (one graph node per gate per step)."""
         return _backward_graph(self, grads, (x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr), mode, bs, reverse)
+
+    def jvp(self, t, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs, reverse):
+        """The outputs' tangents by definition, as backward's gradients: the recomputation of the layer from ember
+        ops (`_layer_graph`) run on inputs that carry the tangents `t`, so each step's gate rules give them."""
+        return _forward_graph(t[:8], (x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr), mode, bs, reverse)
 
     def fast_backward(self, grads, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs, reverse):
         """backward's gradients by BPTT on the arrays, from the gates and states that forward kept: one
@@ -316,18 +322,41 @@ def _layer_graph(x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs, reverse):
     return res
 
 
-def _backward_graph(node, grads, ins, mode, bs, reverse):
-    """RNNLayer.backward: the gradients of a recomputation of the layer from ember ops."""
-    from ..autograd import grad
-    x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr = ins
+def _given_states(x: Tensor, h0, c0, w_hh: Tensor, mode: str, bs) -> tuple:
+    """h0 (and, for LSTM, c0) with zeros for those not given, as `_layer_graph` takes them."""
     b0 = int(bs[0])
     hout, hid = w_hh.shape[1], w_hh.shape[0] // _GATES[mode]
     dt = x._data.dtype
     xp = backend.array_module(x._data)
-    create_graph = MODE.grad  # the engine's create_graph
     with on_device_of(x._data):  # CuPy allocates on the current device
         h0g = h0 if h0 is not None else make(xp.zeros((b0, hout), dt))
         c0g = (c0 if c0 is not None else make(xp.zeros((b0, hid), dt))) if mode == "LSTM" else None
+    return h0g, c0g
+
+
+def _forward_graph(tangents: tuple, ins: tuple, mode, bs, reverse) -> tuple:
+    """RNNLayer.jvp: the outputs' tangents of `_layer_graph` on the inputs `ins` carrying `tangents` (0 for none) at
+    a forward-AD level of its own, opened and closed here."""
+    x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr = ins
+    h0, c0 = _given_states(x, h0, c0, w_hh, mode, bs)
+    ins = (x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr)
+    level = forward_ad._enter_level()
+    try:
+        duals = [forward_ad.make_dual(a, ta, level=level) if isinstance(ta, Tensor) else a
+                 for a, ta in zip(ins, tangents)]
+        outs = _layer_graph(*duals, mode, bs, reverse)
+        tans = tuple(forward_ad.unpack_dual(o, level=level).tangent for o in outs)
+    finally:
+        forward_ad._exit_level(level)
+    return tuple(0 if t is None else t for t in tans)  # (an output the tangents do not reach: zeros)
+
+
+def _backward_graph(node, grads, ins, mode, bs, reverse):
+    """RNNLayer.backward: the gradients of a recomputation of the layer from ember ops."""
+    from ..autograd import grad
+    x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr = ins
+    create_graph = MODE.grad  # the engine's create_graph
+    h0g, c0g = _given_states(x, h0, c0, w_hh, mode, bs)
     with enable_grad():  # the recomputation must be recorded to be differentiated, create_graph or not
         outs = _layer_graph(x, h0g, c0g, w_ih, w_hh, b_ih, b_hh, w_hr, mode, bs, reverse)
     pairs = [(o, gz) for o, gz in zip(outs, grads) if gz is not None]

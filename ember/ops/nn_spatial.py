@@ -29,9 +29,10 @@ from .. import _dtype as dt
 from .._tensor import Tensor, constant, make
 from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
+from .arithmetic import linear_jvp
 from .nn_args import ntuple, tensor_arg
 from .nn_conv import conv_inputs, conv_win
-from .nn_pool import MaxPool, _plane_indices, _window_sizes, _bins, argmax_scan, index_dtype, _lowest
+from .nn_pool import MaxPool, needs_indices, _plane_indices, _window_sizes, _bins, argmax_scan, index_dtype, _lowest
 from .shape import View
 from .windows import Win, chunk, strided
 
@@ -222,6 +223,14 @@ class WindowMax(Op):
         am = backend.array_module(x)
         return _table_max(x, tuple(am.asarray(t) for t in windows), need_idx)
 
+    def jvp(self, t, x, windows, what, samples=None):
+        """The index has no tangent; the maxima's is x' at the argmax (`_max_by_windows` takes PlaneGather itself
+        when x carries a tangent, so this is for completeness)."""
+        if what == "index" or not isinstance(t[0], Tensor):
+            return None
+        args = (x, windows, "index") if samples is None else (x, windows, "index", samples)
+        return PlaneGather.apply(t[0], _window_max(*args))
+
     def backward(self, gz):
         raise RuntimeError("WindowMax: an index has no derivative")  # never recorded (applied with grad mode off)
 
@@ -248,6 +257,8 @@ class PlaneGather(Op):
         start = (am.arange(n)[:, None] * c + am.arange(c)) * p
         glob = idx.reshape(n, idx.shape[1], -1) + start[:, :, None]
         return am.take(x.reshape(-1), glob).reshape((n, c) + idx.shape[2:])
+
+    jvp = linear_jvp  # linear in x
 
     def backward(self, gz, x, idx):
         return PlaneScatter.apply(gz, idx, tuple(x.shape[2:]), False), None
@@ -281,6 +292,8 @@ class PlaneScatter(Op):
             am.add.at(out, glob, g.reshape(-1))
         return out.reshape((n, c) + tuple(spatial))
 
+    jvp = linear_jvp  # linear in g
+
     def backward(self, gz, g, idx, spatial, unique):
         return PlaneGather.apply(gz, idx), None, None, None
 
@@ -302,6 +315,8 @@ class PlaneAssign(Op):
         out = am.zeros((n, c, p), x.dtype)
         am.put_along_axis(out, flat, x.reshape(n, c, -1), axis=2)
         return out.reshape((n, c) + tuple(spatial))
+
+    jvp = linear_jvp  # linear in x
 
     def backward(self, gz, x, idx, spatial, op):
         return PlaneGather.apply(gz, idx), None, None, None
@@ -333,6 +348,8 @@ class WindowSum(Op):
             out += xp[_axis_slice(x.ndim, axis, slice(a, a + (o - 1) * s + 1, s))]
         return out
 
+    jvp = linear_jvp  # linear in x
+
     def backward(self, gz):
         return WindowSumT.apply(gz, *self.args)
 
@@ -355,6 +372,8 @@ class WindowSumT(Op):
         if buf.shape[axis] == n:
             return buf
         return buf[_axis_slice(g.ndim, axis, slice(pads[0], pads[0] + n))].copy()
+
+    jvp = linear_jvp  # linear in g
 
     def backward(self, gz):
         return WindowSum.apply(gz, *self.args)
@@ -419,10 +438,11 @@ def _disjoint(g: Geom) -> bool:
 def _max_by_windows(x: Tensor, windows, return_indices: bool, unique: bool, samples: Tensor | None = None):
     """max over `windows` of x (N, C, *spatial): the values, differentiable through PlaneGather at the argmax
     indices, and the indices when asked. `unique`: no two windows share a position."""
-    if not (return_indices or (x._requires_grad and MODE.grad)):
+    differentiable = needs_indices(x)
+    if not (return_indices or differentiable):
         return _window_max(x, windows, "values", samples), None
     idx = _window_max(x, windows, "index", samples)
-    if x._requires_grad and MODE.grad:
+    if differentiable:
         y = (PlaneGatherUnique if unique else PlaneGather).apply(x, idx)
     else:
         y = _window_max(x, windows, "values", samples)
@@ -457,7 +477,7 @@ def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
     win = Win((1,) + g.k, (1,) + g.s, (1,) + g.d, ((0, 0),) + g.p)
     x2 = View.apply(x, (n, c, 1, length))
     node = _new(MaxPool)
-    y = dispatch(node, (x2,), (x2._data, win, return_indices or (x2._requires_grad and MODE.grad)))
+    y = dispatch(node, (x2,), (x2._data, win, return_indices or needs_indices(x2)))
     y = unbatch(View.apply(y, (n, c, g.out[0])), was_batched)
     if return_indices:
         if _capture.ACTIVE is not None:
@@ -829,6 +849,14 @@ class Conv3(Op):
     def forward(self, x, w, b, g, groups):
         return _conv3(x, w, b, g, groups)
 
+    def jvp(self, t, x, w, b, g, groups):
+        """z' = conv3(x', w) + conv3(x, w') + b' (bilinear in x and w)."""
+        tx, tw, tb = t[:3]
+        z = Conv3.apply(tx, w, None, g, groups) if isinstance(tx, Tensor) else 0
+        if isinstance(tw, Tensor):
+            z = z + Conv3.apply(x, tw, None, g, groups)
+        return z + View.apply(tb, (1, tb.shape[0], 1, 1, 1)) if isinstance(tb, Tensor) else z
+
     def backward(self, gz, x, w, b, g, groups):
         gx = Conv3T.apply(gz, w, g, groups, tuple(x.shape[2:])) if self.needs(0) else None
         gw = Conv3W.apply(x, gz, g, groups, tuple(w.shape)) if self.needs(1) else None
@@ -843,6 +871,12 @@ class Conv3T(Op):
     def forward(self, gr, w, g, groups, sizes):
         return _conv3_t(gr, w, _over(g, gr), groups, sizes)
 
+    def jvp(self, t, gr, w, g, groups, sizes):
+        """z' = conv3ᵀ(gr', w) + conv3ᵀ(gr, w') (bilinear in gr and w)."""
+        tg, tw = t[:2]
+        z = Conv3T.apply(tg, w, g, groups, sizes) if isinstance(tg, Tensor) else 0
+        return z + Conv3T.apply(gr, tw, g, groups, sizes) if isinstance(tw, Tensor) else z
+
     def backward(self, gz, gr, w, g, groups, sizes):
         gg = Conv3.apply(gz, w, None, _over(g, gr), groups) if self.needs(0) else None
         gw = Conv3W.apply(gz, gr, g, groups, tuple(w.shape)) if self.needs(1) else None
@@ -855,6 +889,12 @@ class Conv3W(Op):
 
     def forward(self, x, gr, g, groups, wshape):
         return _conv3_w(x, gr, _over(g, gr), groups, wshape)
+
+    def jvp(self, t, x, gr, g, groups, wshape):
+        """z' = dw(x', gr) + dw(x, gr') (bilinear in x and gr)."""
+        tx, tg = t[:2]
+        z = Conv3W.apply(tx, gr, g, groups, wshape) if isinstance(tx, Tensor) else 0
+        return z + Conv3W.apply(x, tg, g, groups, wshape) if isinstance(tg, Tensor) else z
 
     def backward(self, gz, x, gr, g, groups, wshape):
         gx = Conv3T.apply(gr, gz, g, groups, tuple(x.shape[2:])) if self.needs(0) else None
