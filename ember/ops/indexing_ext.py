@@ -272,6 +272,9 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
     """A copy of input with source's slice i written at position index[i] along `dim` (with repeated indices,
     one of the writes wins, as in PyTorch)."""
     x = _tensor(input, "index_copy")
+    if MODE.autocast is not None:  # autocast casts before the dtype checks, as in PyTorch
+        from ..amp.autocast_mode import cast_args
+        x, source = cast_args(IndexCopy, x, source)
     src, d, a = _index_copy_args(x, dim, index, source, "index_copy_")
     return IndexCopy.apply(x, src, dim=d, index=a)
 
@@ -731,6 +734,9 @@ def index_put(input: Tensor, indices, values: Tensor, accumulate: bool = False) 
     """A copy of input with `out[indices] = values` (indices: a tuple of index tensors, as in x[i, j]; values
     broadcast to the indexed shape); accumulate=True adds instead (repeated positions add up)."""
     x = _tensor(input, "index_put")
+    if MODE.autocast is not None:  # autocast casts before the dtype checks, as in PyTorch
+        from ..amp.autocast_mode import cast_args
+        x, values = cast_args(IndexPut, x, values)
     idx, v, rshape = _index_put_args(x, indices, values, "index_put")
     if not accumulate:
         return IndexPut.apply(x, v, idx=idx)

@@ -20,6 +20,7 @@ import numpy as np
 from .. import _dtype as dt
 from .. import backend
 from .._tensor import Tensor, normalize_dim
+from ..autograd.grad_mode import MODE
 from ..backend import on_device_of
 from ..autograd.function import Op
 from .arithmetic import broadcast_to, sum_to
@@ -181,6 +182,9 @@ def _matmul_error(op: str, xs: tuple, ys: tuple) -> RuntimeError:
 
 
 def _apply_matmul(op: str, a: Tensor, b: Tensor) -> Tensor:
+    if MODE.autocast is not None:  # autocast casts before the dtype checks, as in PyTorch
+        from ..amp.autocast_mode import cast_args
+        a, b = cast_args(Matmul, a, b)
     x, y = a._data, b._data
     if x.dtype is not y.dtype or x.dtype.kind == "b":
         _same_dtype(op, x, y)
@@ -247,6 +251,9 @@ def dot(input: Tensor, tensor: Tensor) -> Tensor:
     if input.shape != tensor.shape:
         raise RuntimeError(f"dot(): inconsistent tensor size, expected tensor {list(input.shape)} and src "
                            f"{list(tensor.shape)} to have the same number of elements")
+    if MODE.autocast is not None:  # autocast casts before the dtype checks, as in PyTorch
+        from ..amp.autocast_mode import cast_args
+        input, tensor = cast_args(Matmul, input, tensor)
     if input._data.dtype != tensor._data.dtype:
         raise RuntimeError(f"dot(): expected both vectors to have same dtype, but found {c_type_name(input._data)} and "
                            f"{c_type_name(tensor._data)}")
@@ -326,6 +333,9 @@ class AddMatmul(Op):
 
 
 def _add_matmul(op: str, input: Tensor, a: Tensor, b: Tensor, beta, alpha, out_shape: tuple) -> Tensor:
+    if MODE.autocast is not None:  # autocast casts before the dtype checks, as in PyTorch
+        from ..amp.autocast_mode import cast_args
+        input, a, b = cast_args(AddMatmul, input, a, b)
     dts = (input._data.dtype, a._data.dtype, b._data.dtype)
     if not dts[0] == dts[1] == dts[2]:
         raise RuntimeError(f"{op}(): expected input, mat1 and mat2 to have the same dtype, but got "
@@ -564,6 +574,9 @@ def einsum(*args) -> Tensor:
     for i, t in enumerate(operands):
         if not isinstance(t, Tensor):
             raise TypeError(f"einsum(): operand {i} must be a Tensor, not {type(t).__name__}")
+    if MODE.autocast is not None:  # autocast casts before the dtype checks, as in PyTorch
+        from ..amp.autocast_mode import cast_args
+        operands = cast_args(Einsum, *operands)
     dtype = operands[0]._data.dtype
     for t in operands[1:]:
         if t._data.dtype != dtype:

@@ -196,6 +196,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                                f"(..., seq, features), got shape {list(t.shape)}")
     backend.check_same_device("scaled_dot_product_attention", [query._data, key._data, value._data] + (
         [attn_mask._data] if isinstance(attn_mask, Tensor) else []))
+    if MODE.autocast is not None:  # autocast casts before the dtype checks, as in PyTorch
+        from ..amp.autocast_mode import cast_args
+        query, key, value, attn_mask = cast_args(Attention, query, key, value, attn_mask)
     qd = query._data.dtype
     if key._data.dtype != qd or value._data.dtype != qd:
         raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got query.dtype: "

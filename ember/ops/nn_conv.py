@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _dtype as dt
 from .. import backend
 from .._tensor import Tensor
 from ..autograd.function import Op
@@ -231,7 +232,7 @@ def _same_dtype(op: str, **named) -> None:
         if t is not None and t._data.dtype != ref._data.dtype:
             raise RuntimeError(f"{op}(): {ref_name} ({ref.dtype}) and {name} ({t.dtype}) must have the same dtype; "
                                f"convert one with .to(...)")
-    if ref._data.dtype.kind not in "fiu":
+    if ref._data.dtype.kind not in "iu" and not dt.is_float(ref._data.dtype):
         raise RuntimeError(f"{op}(): not implemented for {ref.dtype} inputs")
 
 
@@ -312,6 +313,9 @@ def _from_2d(y: Tensor, batched: bool, one_d: bool) -> Tensor:
 # ---------------------------------------------------------------------- conv1d / conv2d
 def conv_inputs(op: str, nd: int, input, weight, bias, groups, transposed: bool) -> tuple:
     """Checked (x, w, batched, x as (N, C, H, W), groups) for the nd-D convolution `op`."""
+    if MODE.autocast is not None:  # autocast casts before the dtype checks, as in PyTorch
+        from ..amp.autocast_mode import cast_args
+        input, weight, bias = cast_args(ConvTranspose if transposed else Conv, input, weight, bias)
     x = tensor_arg(input, op, "input", 1)
     w = tensor_arg(weight, op, "weight", 2)
     if w.ndim != nd + 2:

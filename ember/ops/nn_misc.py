@@ -136,6 +136,9 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         _need_tensor("linear", "input", input, 1)
         _need_tensor("linear", "weight", weight, 2)
         _need_tensor("linear", "bias", bias, 3)  # (reached only when bias is not None)
+    if MODE.autocast is not None:  # autocast casts before the dtype checks, as in PyTorch
+        from ..amp.autocast_mode import cast_args
+        input, weight, bias = cast_args(Linear, input, weight, bias)
     x, w = input._data, weight._data
     if x.dtype is not w.dtype or not dt.is_float(x.dtype):
         if x.dtype != w.dtype:

@@ -25,7 +25,7 @@ from .. import _dtype as dt
 from .._capture import traced
 from .._tensor import Tensor, make, normalize_dim
 from ..autograd.function import Op, dispatch
-from ..autograd.grad_mode import no_grad
+from ..autograd.grad_mode import MODE, no_grad
 from .arithmetic import sum_to, where
 from .nn_activation import (Elu, Softmax, Softplus1, _SELU_ALPHA, _SELU_SCALE, _check, _dropout, _float_input, _run,
                             _sigmoid_array, _softmax_args, check_dropout_p, leaky_relu, logsigmoid)
@@ -303,6 +303,9 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     x = _float_input(input, "prelu")
     if not isinstance(weight, Tensor):
         raise TypeError(f"prelu(): argument 'weight' (position 2) must be Tensor, not {type(weight).__name__}")
+    if MODE.autocast is not None:  # autocast casts before the dtype checks, as in PyTorch
+        from ..amp.autocast_mode import cast_args
+        x, weight = cast_args(Prelu, x, weight)
     w = weight
     if w._data.ndim > 1:
         raise RuntimeError(f"prelu(): Expected `weight` to be a scalar or 1D tensor, but got: ndim = {w._data.ndim}")

@@ -20,6 +20,7 @@ import numpy as np
 from .. import backend
 from .._tensor import Tensor, bump_version, make
 from ..autograd.function import Op
+from ..autograd.grad_mode import MODE
 from .arithmetic import sum_array
 from .. import _dtype as dt
 
@@ -226,6 +227,17 @@ def _check_dtypes(op: str, x: Tensor, **named) -> None:
                                f"{str(x.dtype).replace('ember.', '')}; all inputs must share the same dtype")
 
 
+def _mixed(x: Tensor, *params) -> np.dtype | None:
+    """x's dtype when x is float16/bfloat16 and every parameter given is a float32 tensor, else None. PyTorch's
+    norms take that pairing (what a 16-bit Linear or Conv under autocast feeds them): they normalise in float32
+    and round the result to x's dtype once."""
+    d = x._data.dtype
+    if d not in dt.LOW_FLOATS:
+        return None
+    ps = [p for p in params if p is not None]
+    return d if ps and all(isinstance(p, Tensor) and p._data.dtype == np.float32 for p in ps) else None
+
+
 def _check_vector(op: str, name: str, t, c: int) -> None:
     if t is not None and t._data.size != c:
         raise RuntimeError(f"{op}(): {name} should contain {c} elements not {t._data.size} (one per channel, "
@@ -248,6 +260,9 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     for name, v in (("input", input), ("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
         _need_tensor("batch_norm", name, v)
+    low = _mixed(input, weight, bias, running_mean, running_var)
+    if low is not None:
+        return batch_norm(input.float(), running_mean, running_var, weight, bias, training, momentum, eps).to(low)
     x = input._data
     if x.ndim < 2:
         raise RuntimeError(f"batch_norm(): expected an input of shape (N, C) or (N, C, *), got shape {list(x.shape)}")
@@ -294,6 +309,12 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
     ns = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
     if not isinstance(input, Tensor):
         _need_tensor("layer_norm", "input", input)
+    if MODE.autocast is not None:  # autocast casts before the dtype checks, as in PyTorch
+        from ..amp.autocast_mode import cast_args
+        input, weight, bias = cast_args(Normalize, input, weight, bias)
+    low = _mixed(input, weight, bias)
+    if low is not None:
+        return layer_norm(input.float(), normalized_shape, weight, bias, eps).to(low)
     x = input._data
     k, nd = len(ns), x.ndim
     if k == 0 or nd < k or x.shape[nd - k:] != ns:
@@ -324,6 +345,12 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     its channels and other dims, then z = x̂·γ + β per channel."""
     for name, v in (("input", input), ("weight", weight), ("bias", bias)):
         _need_tensor("group_norm", name, v)
+    if MODE.autocast is not None:  # autocast casts before the dtype checks, as in PyTorch
+        from ..amp.autocast_mode import cast_args
+        input, weight, bias = cast_args(Normalize, input, weight, bias)
+    low = _mixed(input, weight, bias)
+    if low is not None:
+        return group_norm(input.float(), num_groups, weight, bias, eps).to(low)
     x = input._data
     if x.ndim < 2:
         raise RuntimeError(f"group_norm(): Expected at least 2 dimensions for input tensor but received {x.ndim}")
