@@ -178,7 +178,8 @@ class Op(Node):
         tensor, a float tensor that is not dual), so rules read like the math: `t[0] * y + x * t[1]`. Return a
         Tensor (or 0), or for several outputs a tuple with one per output (None for an integer output).
         `self.result()` is the op's result and what `forward` stored on the node is there too. Ready-made rules:
-        `elementwise_jvp` (the backward formula applied to the tangent) and `reapply` (linear ops). An op
+        `elementwise_jvp` (the backward formula applied to the tangent), `linear_jvp` (linear ops: `reapply`) and
+        `multilinear_jvp` (products). An op
         without a rule raises PyTorch's error."""
         from .forward_ad import unsupported
         raise unsupported(self)
@@ -211,6 +212,23 @@ class Op(Node):
                 d = d.astype(was.dtype)  # the caller promoted this input (e.g. float32 * float64): the same here
             new_arrays[i] = d
         return dispatch(_new(type(self)), tuple(new_inputs), tuple(new_arrays), attrs)
+
+    def linear_jvp(self, tangents: tuple, *inputs):
+        """In `jvp`, for an op linear in its tensor inputs (a view, an indexing, a sum, a join): the op itself
+        applied to the tangents, with the same constants (`reapply`). Set `jvp = Op.linear_jvp` beside such a
+        `backward`."""
+        return self.reapply(*tangents)
+
+    def multilinear_jvp(self, tangents: tuple, *inputs):
+        """In `jvp`, for an op linear in each tensor operand separately (a product): z' = Σᵢ z(x₁, ..., xᵢ', ..., xₙ),
+        the op applied again with operand i replaced by its tangent and the others held, over the operands that
+        have one. Set `jvp = Op.multilinear_jvp` beside such a `backward`."""
+        z = None
+        for i, ti in enumerate(tangents):
+            if ti.__class__ in TENSOR_TYPES:
+                term = self.reapply(*(ti if j == i else None for j in range(len(tangents))))
+                z = term if z is None else z + term
+        return 0 if z is None else z
 
     def elementwise_jvp(self, tangents: tuple, *inputs):
         """In `jvp`, for an elementwise op: its Jacobian with respect to each input is diagonal, hence equal to its

@@ -157,12 +157,6 @@ def _array(r):
     return np.asarray(r) if isinstance(r, _generic) else r
 
 
-def linear_jvp(self, tangents: tuple, *inputs):
-    """`jvp` of an op linear in its tensor inputs (a view, an indexing, a sum, a join): the op itself applied
-    to the tangents, with the same constants (`Op.reapply`). Set `jvp = linear_jvp` beside such a `backward`."""
-    return self.reapply(*tangents)
-
-
 def tangent_or_zeros(t, x: Tensor) -> Tensor:
     """In `jvp`: input x's tangent `t`, or zeros shaped as x where it has none (the number 0)."""
     if isinstance(t, Tensor):
@@ -521,7 +515,7 @@ class SumTo(Op):
             return g.reshape(shape)
         return sum_array(g, axes, True).reshape(shape)
 
-    jvp = linear_jvp  # linear: the tangent summed the same way
+    jvp = Op.linear_jvp  # linear: the tangent summed the same way
 
     def backward(self, gz):
         return broadcast_to(gz, self.in_shape)
@@ -547,7 +541,7 @@ class BroadcastTo(Op):
             raise RuntimeError(f"expand/broadcast_to: the expanded size of the tensor must match the existing size "
                                f"at non-singleton dimensions: cannot broadcast {list(x.shape)} to {list(shape)}") from None
 
-    jvp = linear_jvp  # linear: the tangent broadcast the same way
+    jvp = Op.linear_jvp  # linear: the tangent broadcast the same way
 
     def backward(self, gz):
         return sum_to(gz, self.in_shape)
@@ -566,7 +560,7 @@ class Where(Op):
     def forward(self, cond, x, y):
         return backend.array_module(cond).where(cond, x, y)
 
-    jvp = linear_jvp  # z' = cond ? x' : y' (the condition is kept)
+    jvp = Op.linear_jvp  # z' = cond ? x' : y' (the condition is kept)
 
     def backward(self, gz, cond, x, y):
         gx = sum_to(where(cond, gz, 0.0), x.shape) if self.needs(1) else None

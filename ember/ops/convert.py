@@ -24,7 +24,7 @@ class Clone(Op):
     def forward(self, x, fmt=None):
         return x.copy() if fmt is None else MF.lay_out(x, fmt, "clone")
 
-    jvp = A.linear_jvp  # the tangent copied the same way
+    jvp = Op.linear_jvp  # the tangent copied the same way
 
     def backward(self, gz):
         return gz
@@ -39,7 +39,7 @@ class ToDevice(Op):
         self.src = backend.device_of(x)
         return backend.transfer(x, dev, non_blocking)
 
-    jvp = A.linear_jvp  # the tangent moved along
+    jvp = Op.linear_jvp  # the tangent moved along
 
     def backward(self, gz):
         return to(gz, self.src)

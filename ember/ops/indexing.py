@@ -25,7 +25,7 @@ from ..autograd.function import Op, dispatch
 from ..autograd.forward_ad import is_dual
 from ..autograd.grad_mode import MODE
 from . import arithmetic as A
-from .arithmetic import linear_jvp, tangent_or_zeros
+from .arithmetic import tangent_or_zeros
 from .inplace import check_writable, commit, old_input
 from .inplace import as_view
 from .registry import Exports
@@ -254,7 +254,7 @@ class GetItem(Op):
         self.shape, self.idx = x.shape, idx
         return _select(x, idx)
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return IndexBackward.apply(gz, shape=self.shape, idx=self.idx)
@@ -282,7 +282,7 @@ class IndexBackward(Op):
             v[main] = g
         return z
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return GetItem.apply(gz, idx=self.idx)
@@ -505,7 +505,7 @@ class Gather(Op):
         self.shape, self.dim, self.grid, self.ishape = x.shape, dim, grid, ishape
         return x[grid]
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         zeros = _zeros_like_grad(gz, self.shape)
@@ -691,7 +691,7 @@ class Take(Op):
         self.shape, self.index = x.shape, index
         return backend.array_module(x).take(x, index)
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return Put.apply(gz, shape=self.shape, index=self.index)
@@ -714,7 +714,7 @@ class Put(Op):
                 xp.add.at(z, index.reshape(-1), g.reshape(-1))
         return z.reshape(shape)
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return Take.apply(gz, index=self.index)
@@ -751,7 +751,7 @@ class IndexSelect(Op):
             return x.reshape(1)[index].reshape(())
         return backend.array_module(x).take(x, index, axis=dim)
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         zeros = _zeros_like_grad(gz, self.shape)
@@ -769,7 +769,7 @@ class IndexAdd(Op):
         _index_add_into(out, dim, index, src if alpha == 1 else src * alpha)
         return out
 
-    jvp = linear_jvp  # z' = x' + alpha src' at index
+    jvp = Op.linear_jvp  # z' = x' + alpha src' at index
 
     def backward(self, gz):
         gsrc = None

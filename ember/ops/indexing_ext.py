@@ -30,7 +30,6 @@ from ..autograd.forward_ad import is_dual, take_tangents
 from ..autograd.grad_mode import MODE
 from .._capture import traced
 from . import arithmetic as A
-from .arithmetic import linear_jvp
 from . import reduce as R
 from . import shape as S
 from .convert import clone
@@ -230,7 +229,7 @@ class IndexCopy(Op):
         _rows(out, dim)[index] = _rows(src.reshape(x.shape[:dim] + (-1,) + x.shape[dim + 1:]), dim)
         return out
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         gx = gsrc = None
@@ -568,7 +567,7 @@ class MaskedScatter(Op):
         out[self.mask] = src.reshape(-1)[:self.k]
         return out
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         gx = gsrc = None
@@ -634,7 +633,7 @@ class PutInto(Op):
         _put_flat(out.reshape(-1), index, src.reshape(-1), accumulate)  # (a fresh copy: its flat view writes through)
         return out
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         gx = gsrc = None
@@ -913,7 +912,7 @@ class Unfold(Op):
             x, x.shape[:dim] + (m,) + x.shape[dim + 1:] + (size,),
             st[:dim] + (st[dim] * step,) + st[dim + 1:] + (st[dim],))
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return UnfoldBackward.apply(gz, self.shape, self.dim, self.size, self.step)
@@ -948,7 +947,7 @@ class UnfoldBackward(Op):
                 dst += gd[..., lo:lo + w]
         return z
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return Unfold.apply(gz, self.dim, self.size, self.step)
@@ -1047,7 +1046,7 @@ class Diagonal(Op):
         self.shape, self.offset, self.d1, self.d2 = x.shape, offset, d1, d2
         return _diagonal(x, offset, d1, d2).copy()
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return DiagonalScatter.apply(S._zeros(gz, self.shape), gz, self.offset, self.d1, self.d2)
@@ -1065,7 +1064,7 @@ class DiagonalScatter(Op):
         _diagonal(out, offset, d1, d2)[...] = src
         return out
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         gx = gsrc = None
@@ -1453,7 +1452,7 @@ class RepeatInterleave(Op):
         xp = backend.array_module(x)
         return xp.repeat(x, repeats if xp is np or isinstance(repeats, int) else repeats.tolist(), axis=dim)
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         d, r = self.dim, self.repeats
@@ -1494,7 +1493,7 @@ class SumRepeats(Op):
                 xp.add.at(out.reshape(-1), pos, gm.reshape(-1))
         return xp.moveaxis(out, 0, dim)
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return RepeatInterleave.apply(gz, self.repeats, self.dim, self.total)

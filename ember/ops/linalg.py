@@ -5,7 +5,7 @@ einsum, the gradient of one operand is the einsum of the upstream gradient with 
 operands, the equation rearranged. Backward is written with these ops (plus the views
 shape.View and shape.Permute), so higher derivatives come for free. Every op here is linear in
 each operand separately, so its forward derivative is the product rule, z' = x' @ y + x @ y'
-(`multilinear_jvp`): the same op applied with one operand at a time replaced by its tangent.
+(`Op.multilinear_jvp`): the same op applied with one operand at a time replaced by its tangent.
 
 Speed: a float32 matmul forward is one BLAS call; a batch of rows times a weight matrix,
 (B, n, k) @ (k, m), is folded into one (B·n, k) @ (k, m) GEMM (NumPy would run B small
@@ -46,17 +46,6 @@ def _x(shape) -> str:
 
 
 # ---------------------------------------------------------------------- the product rule (forward mode)
-def multilinear_jvp(self: Op, t: tuple, *inputs):
-    """`jvp` of an op linear in each tensor operand separately (a product): z' = Σᵢ z(x₁, ..., xᵢ', ..., xₙ), the op
-    applied again with operand i replaced by its tangent and the others held, over the operands that have one."""
-    z = None
-    for i, ti in enumerate(t):
-        if isinstance(ti, Tensor):
-            term = self.reapply(*(ti if j == i else None for j in range(len(t))))
-            z = term if z is None else z + term
-    return 0 if z is None else z
-
-
 # ---------------------------------------------------------------------- private views used in backward
 def _mt(x: Tensor) -> Tensor:
     """x with its last two dimensions swapped (a view), differentiably."""
@@ -86,7 +75,7 @@ class _DiagEmbed(Op):
     def backward(self, gz):
         return Einsum.apply(gz, subs=(self.target,), osub=self.unique), None, None, None
 
-    jvp = multilinear_jvp  # linear in g: the same embedding of g'
+    jvp = Op.multilinear_jvp  # linear in g: the same embedding of g'
 
 
 # ---------------------------------------------------------------------- matmul
@@ -100,7 +89,7 @@ class Matmul(Op):
     dx = gz @ yᵀ, dy = xᵀ @ gz, summed over the batch dimensions the operand was broadcast along;
     z' = x' @ y + x @ y'."""
 
-    jvp = multilinear_jvp
+    jvp = Op.multilinear_jvp
 
     def forward(self, x, y):
         if _fold_rows(x, y):
@@ -263,7 +252,7 @@ def dot(input: Tensor, tensor: Tensor) -> Tensor:
 class Outer(Op):
     """z[i, j] = x[i]·y[j];  dx = gz @ y, dy = x @ gz;  z' = x' ⊗ y + x ⊗ y'."""
 
-    jvp = multilinear_jvp
+    jvp = Op.multilinear_jvp
 
     def forward(self, x, y):
         return x[:, None] * y
@@ -382,7 +371,7 @@ class Einsum(Op):
     operand i has, and written onto the diagonal where operand i repeats a label. Linear in each operand:
     z' = Σᵢ the same einsum with operand i replaced by its tangent."""
 
-    jvp = multilinear_jvp
+    jvp = Op.multilinear_jvp
 
     def forward(self, *arrays, subs, osub):
         # (not `self.out`: Node keeps a saved result there)

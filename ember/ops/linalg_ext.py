@@ -40,7 +40,7 @@ from . import reduce
 from .arithmetic import sum_to, where
 from .indexing import index_select, take_along_dim
 from .inplace import as_view
-from .linalg import Matmul, addmm, c_type_name, multilinear_jvp, mv, outer, tensordot
+from .linalg import Matmul, addmm, c_type_name, mv, outer, tensordot
 from .reduce import return_types
 from .registry import Exports
 from .shape import cat
@@ -1859,7 +1859,7 @@ class Cross(Op):
     """z = x × y along `axis` (size 3; x and y broadcast);  dx = y × gz, dy = gz × x;  z' = x' × y + x × y'."""
 
     reduces_grads = True
-    jvp = multilinear_jvp
+    jvp = Op.multilinear_jvp
 
     def forward(self, x, y, axis):
         return np.cross(x, y, axisa=axis, axisb=axis, axisc=axis)

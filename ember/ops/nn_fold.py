@@ -11,7 +11,6 @@ from .. import backend
 from .. import _dtype as dt
 from .._tensor import Tensor
 from ..autograd.function import Op
-from .arithmetic import linear_jvp
 from .nn_args import ntuple, tensor_arg
 from .shape import View
 from .windows import Win, pad_hw, windows
@@ -31,7 +30,7 @@ class Unfold(Op):
         v = windows(pad_hw(x, win.p), win, ohw)  # (N, C, OH, OW, kh, kw)
         return backend.array_module(x).ascontiguousarray(v.transpose(0, 1, 4, 5, 2, 3)).reshape(n, c * win.k[0] * win.k[1], ohw[0] * ohw[1])
 
-    jvp = linear_jvp  # linear in x
+    jvp = Op.linear_jvp  # linear in x
 
     def backward(self, gz):
         return Fold.apply(gz, *self.consts)
@@ -57,7 +56,7 @@ class Fold(Op):
             buf[:, :, rows, cs] += cols[:, :, a, b]
         return am.ascontiguousarray(buf[:, :, pt:pt + h, pl:pl + w])
 
-    jvp = linear_jvp  # linear in g
+    jvp = Op.linear_jvp  # linear in g
 
     def backward(self, gz):
         return Unfold.apply(gz, *self.consts)

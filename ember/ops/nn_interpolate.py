@@ -24,7 +24,7 @@ from .. import backend
 from .. import _dtype as dt
 from .._tensor import Tensor, constant
 from ..autograd.function import Op
-from .arithmetic import linear_jvp, where
+from .arithmetic import where
 from .nn_args import tensor_arg
 from .shape import View, stack
 
@@ -201,7 +201,7 @@ class Resample(Op):
             out += term
         return out
 
-    jvp = linear_jvp  # linear in x
+    jvp = Op.linear_jvp  # linear in x
 
     def backward(self, gz):
         return Resample.apply(gz, *self.args)

@@ -17,7 +17,7 @@ from .._tensor import Tensor, bump_version, make
 from ..autograd import forward_ad
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE, no_grad
-from .arithmetic import linear_jvp, ones_vector, sum_to, where
+from .arithmetic import ones_vector, sum_to, where
 from .indexing import add_rows
 from .linalg import Matmul, c_type_name, matmul
 from .reduce import norm
@@ -227,7 +227,7 @@ class Embedding(Op):
         self.idx, self.n, self.pad, self.scale, self.sparse = idx, w.shape[0], padding_idx, scale, sparse
         return w[idx]
 
-    jvp = linear_jvp  # z' = W'[idx]: linear in W (padding_idx and scaling act on the gradient only)
+    jvp = Op.linear_jvp  # z' = W'[idx]: linear in W (padding_idx and scaling act on the gradient only)
 
     def backward(self, gz):
         if self.sparse:
@@ -266,7 +266,7 @@ class EmbeddingBackward(Op):
             out[pad] = 0
         return out
 
-    jvp = linear_jvp  # linear in g
+    jvp = Op.linear_jvp  # linear in g
 
     def backward(self, gr):
         return EmbeddingGather.apply(gr, self.idx, self.pad, self.scale), None, None, None, None
@@ -286,7 +286,7 @@ class EmbeddingGather(Op):
             out[idx == pad] = 0
         return out
 
-    jvp = linear_jvp  # linear in g
+    jvp = Op.linear_jvp  # linear in g
 
     def backward(self, gz):
         return EmbeddingBackward.apply(gz, self.idx, self.n, self.pad, self.scale), None, None, None
@@ -428,7 +428,7 @@ class ScatterAt(Op):
         np.add.at(out, at, x)
         return out
 
-    jvp = linear_jvp  # linear in x
+    jvp = Op.linear_jvp  # linear in x
 
     def backward(self, gz):
         return GatherAt.apply(gz, at=self.at)
@@ -443,7 +443,7 @@ class GatherAt(Op):
         self.at, self.shape = at, x.shape
         return x[at]
 
-    jvp = linear_jvp  # linear in x
+    jvp = Op.linear_jvp  # linear in x
 
     def backward(self, gz):
         return ScatterAt.apply(gz, at=self.at, shape=self.shape)

@@ -17,7 +17,6 @@ from .._tensor import Tensor, constant, make
 from ..autograd import forward_ad
 from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
-from .arithmetic import linear_jvp
 from .indexing import Take
 from .linalg import matmul
 from .nn_args import ntuple, tensor_arg
@@ -197,7 +196,7 @@ class PoolScatter(Op):
                 out[n0:n0 + nc] = buf[:, :, pt:pt + h, pl:pl + w]
         return out
 
-    jvp = linear_jvp  # linear in g
+    jvp = Op.linear_jvp  # linear in g
 
     def backward(self, gz):
         return PoolGather.apply(gz, *self.args)
@@ -217,7 +216,7 @@ class PoolGather(Op):
             am.copyto(out, xp[:, :, rows, cols], where=idx == o)
         return out
 
-    jvp = linear_jvp  # linear in x
+    jvp = Op.linear_jvp  # linear in x
 
     def backward(self, gz):
         return PoolScatter.apply(gz, *self.args)

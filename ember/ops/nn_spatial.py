@@ -29,7 +29,6 @@ from .. import _dtype as dt
 from .._tensor import Tensor, constant, make
 from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
-from .arithmetic import linear_jvp
 from .nn_args import ntuple, tensor_arg
 from .nn_conv import conv_inputs, conv_win
 from .nn_pool import MaxPool, needs_indices, _plane_indices, _window_sizes, _bins, argmax_scan, index_dtype, _lowest
@@ -258,7 +257,7 @@ class PlaneGather(Op):
         glob = idx.reshape(n, idx.shape[1], -1) + start[:, :, None]
         return am.take(x.reshape(-1), glob).reshape((n, c) + idx.shape[2:])
 
-    jvp = linear_jvp  # linear in x
+    jvp = Op.linear_jvp  # linear in x
 
     def backward(self, gz, x, idx):
         return PlaneScatter.apply(gz, idx, tuple(x.shape[2:]), False), None
@@ -292,7 +291,7 @@ class PlaneScatter(Op):
             am.add.at(out, glob, g.reshape(-1))
         return out.reshape((n, c) + tuple(spatial))
 
-    jvp = linear_jvp  # linear in g
+    jvp = Op.linear_jvp  # linear in g
 
     def backward(self, gz, g, idx, spatial, unique):
         return PlaneGather.apply(gz, idx), None, None, None
@@ -316,7 +315,7 @@ class PlaneAssign(Op):
         am.put_along_axis(out, flat, x.reshape(n, c, -1), axis=2)
         return out.reshape((n, c) + tuple(spatial))
 
-    jvp = linear_jvp  # linear in x
+    jvp = Op.linear_jvp  # linear in x
 
     def backward(self, gz, x, idx, spatial, op):
         return PlaneGather.apply(gz, idx), None, None, None
@@ -348,7 +347,7 @@ class WindowSum(Op):
             out += xp[_axis_slice(x.ndim, axis, slice(a, a + (o - 1) * s + 1, s))]
         return out
 
-    jvp = linear_jvp  # linear in x
+    jvp = Op.linear_jvp  # linear in x
 
     def backward(self, gz):
         return WindowSumT.apply(gz, *self.args)
@@ -373,7 +372,7 @@ class WindowSumT(Op):
             return buf
         return buf[_axis_slice(g.ndim, axis, slice(pads[0], pads[0] + n))].copy()
 
-    jvp = linear_jvp  # linear in g
+    jvp = Op.linear_jvp  # linear in g
 
     def backward(self, gz):
         return WindowSum.apply(gz, *self.args)

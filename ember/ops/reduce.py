@@ -20,7 +20,7 @@ from .._tensor import Tensor, normalize_dim, make
 from ..autograd.forward_ad import is_dual
 from ..autograd.function import Op, dispatch
 from ..autograd.grad_mode import MODE
-from .arithmetic import broadcast_to, linear_jvp, maximum, minimum, sum_array, where
+from .arithmetic import broadcast_to, maximum, minimum, sum_array, where
 from .registry import Exports
 from .shape import Cat, Flip, Narrow
 from .._capture import traced
@@ -101,7 +101,7 @@ class KeepDims(Op):
         self.in_shape = x.shape
         return x.reshape(shape)
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return _apply(KeepDims, gz, self.in_shape)
@@ -135,7 +135,7 @@ class Sum(Op):
         self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
         return sum_array(x, axes, keepdim)
 
-    jvp = linear_jvp  # z' = Σ x'
+    jvp = Op.linear_jvp  # z' = Σ x'
 
     def backward(self, gz):
         return _expand(gz, self.in_shape, self.axes, self.keepdim)
@@ -153,7 +153,7 @@ class Mean(Op):
             return (x.sum(axis=axes, dtype=np.float32, keepdims=keepdim) / self.n).astype(np.float16)
         return sum_array(x, axes, keepdim) / self.n  # an empty mean is 0/0 = nan, as in PyTorch
 
-    jvp = linear_jvp  # z' = Σ x' / N
+    jvp = Op.linear_jvp  # z' = Σ x' / N
 
     def backward(self, gz):
         return _expand(gz / self.n if self.n else gz, self.in_shape, self.axes, self.keepdim)
@@ -356,7 +356,7 @@ class TakeAt(Op):
         v = array_module(x).take_along_axis(x, idx, axis)
         return v if keepdim else v.squeeze(axis)
 
-    jvp = linear_jvp  # the tangent at the same positions
+    jvp = Op.linear_jvp  # the tangent at the same positions
 
     def backward(self, gz):
         return gather_scatter(PutAt, gz, self.idx, self.axis, self.keepdim, self.in_shape), None
@@ -376,7 +376,7 @@ class PutAt(Op):
         xp.put_along_axis(out, idx, g if keepdim else xp.expand_dims(g, axis), axis)
         return out
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return gather_scatter(TakeAt, gz, self.idx, self.axis, self.keepdim), None
@@ -639,7 +639,7 @@ class Cumsum(Op):
             return xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis, dtype=acc), axis)
         return xp.cumsum(x, axis=axis, dtype=acc)
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return _apply(Cumsum, gz, self.axis, not self.reverse)

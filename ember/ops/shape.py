@@ -21,7 +21,7 @@ from .. import backend
 from .._tensor import Tensor, make, normalize_dim
 from ..backend import on_device_of
 from ..autograd.function import Op, dispatch
-from .arithmetic import BroadcastTo, linear_jvp, sum_to
+from .arithmetic import BroadcastTo, sum_to
 from .convert import clone
 from .unary import to_dtype
 from .inplace import as_view
@@ -110,7 +110,7 @@ class View(Op):
         self.in_shape = x.shape
         return x.reshape(shape)
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return View.apply(gz, self.in_shape)
@@ -125,7 +125,7 @@ class Permute(Op):
         self.axes = axes
         return x.transpose(axes)
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return Permute.apply(gz, tuple(np.argsort(self.axes).tolist()))
@@ -140,7 +140,7 @@ class Narrow(Op):
         self.in_shape, self.dim, self.start = x.shape, dim, start
         return x[(slice(None),) * dim + (slice(start, start + length),)]
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return Embed.apply(gz, self.in_shape, self.dim, self.start)
@@ -158,7 +158,7 @@ class Embed(Op):
         z[(slice(None),) * dim + (slice(start, start + g.shape[dim]),)] = g
         return z
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return Narrow.apply(gz, self.dim, self.start, self.length)
@@ -173,7 +173,7 @@ class Tile(Op):
         self.in_shape, self.reps = x.shape, reps
         return backend.array_module(x).tile(x, reps)
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         # view gz as (r0, s0, r1, s1, ...) and sum the r axes: sum_to onto (1, s0, 1, s1, ...)
@@ -191,7 +191,7 @@ class Flip(Op):
         self.dims = dims
         return backend.array_module(x).flip(x, dims).copy() if dims else x.copy()
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return Flip.apply(gz, self.dims)
@@ -206,7 +206,7 @@ class Roll(Op):
         self.shifts, self.dims = shifts, dims
         return backend.array_module(x).roll(x, shifts, dims)
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return Roll.apply(gz, tuple(-s for s in self.shifts) if self.dims is not None else -self.shifts, self.dims)
@@ -221,7 +221,7 @@ class Tril(Op):
         self.diagonal = diagonal
         return backend.array_module(x).tril(x, diagonal)
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return Tril.apply(gz, self.diagonal)
@@ -236,7 +236,7 @@ class Triu(Op):
         self.diagonal = diagonal
         return backend.array_module(x).triu(x, diagonal)
 
-    jvp = linear_jvp
+    jvp = Op.linear_jvp
 
     def backward(self, gz):
         return Triu.apply(gz, self.diagonal)
@@ -304,7 +304,7 @@ class MultiOutputOp(Op):
 
     saves_inputs = False
 
-    jvp = linear_jvp  # views: the same pieces of the tangent
+    jvp = Op.linear_jvp  # views: the same pieces of the tangent
 
     @classmethod
     def apply(cls, x: Tensor, *args) -> tuple:

@@ -49,7 +49,7 @@ from ..autograd.forward_ad import propagate
 from ..autograd.function import Op, record
 from ..autograd.grad_mode import MODE
 from .indexing import add_rows
-from .linalg import addmm as _dense_addmm, matmul as _dense_matmul, mm as _dense_mm, multilinear_jvp
+from .linalg import addmm as _dense_addmm, matmul as _dense_matmul, mm as _dense_mm
 from .registry import Exports
 
 __all__ = ["sparse_coo_tensor", "sparse_coo", "strided", "layout", "mm", "matmul", "addmm"]
@@ -221,11 +221,6 @@ def _apply(cls: type, *args, **attrs) -> Tensor:
     return result
 
 
-def _linear_jvp(self: Op, t: tuple, *inputs):
-    """`jvp` of an op linear in its tensor inputs jointly: the op applied to their tangents."""
-    return self.reapply(*t)
-
-
 def _sparse(data: SparseCOO, requires_grad: bool = False) -> SparseTensor:
     """A new leaf sparse tensor on `data`."""
     SparseTensor.seen = True
@@ -364,7 +359,7 @@ class GatherRows(Op):
     def backward(self, gz):
         return ScatterRows.apply(gz, rows=self.rows, n=self.n)
 
-    jvp = _linear_jvp
+    jvp = Op.linear_jvp
 
 
 class ScatterRows(Op):
@@ -379,7 +374,7 @@ class ScatterRows(Op):
     def backward(self, gz):
         return GatherRows.apply(gz, rows=self.rows)
 
-    jvp = _linear_jvp
+    jvp = Op.linear_jvp
 
 
 class SegmentSum(Op):
@@ -395,7 +390,7 @@ class SegmentSum(Op):
     def backward(self, gz):
         return GatherRows.apply(gz, rows=self.inverse)
 
-    jvp = _linear_jvp
+    jvp = Op.linear_jvp
 
 
 class DenseAddSparse(Op):
@@ -415,7 +410,7 @@ class DenseAddSparse(Op):
         gv = GatherRows.apply(gz.reshape((self.m,) + self.rest), rows=self.lin) if self.needs(1) else None
         return gd, None if gv is None else gv.to(dt.FROM_NP[self.dtypes[1]])
 
-    jvp = _linear_jvp  # d' + s(v')
+    jvp = Op.linear_jvp  # d' + s(v')
 
 
 class SpMM(Op):
@@ -423,7 +418,7 @@ class SpMM(Op):
     entries), and a dense d, (k, m) or (k,);  dz/dv[e] = gz[rows[e]] · d[cols[e]],  dz/dd = Aᵀ @ gz (the same op
     with rows and cols swapped);  z' = A(v') @ d + A(v) @ d'."""
 
-    jvp = multilinear_jvp
+    jvp = Op.multilinear_jvp
 
     def forward(self, v, d, rows, cols, n, sorted_rows):
         self.rows, self.cols = rows, cols
