@@ -125,12 +125,18 @@ def array_module(array):
         return _ARRAY_TYPES[type(array)][1]
 
 
-def index_bounds(a) -> tuple[int, int]:
-    """The smallest and largest value of a non-empty integer index array, for the ops' range checks. Inside
-    vmap an index may be a batched stand-in (ember/func/_batching.py), whose values are every example's:
-    they are checked all at once (`phys`, down to the real array)."""
-    while hasattr(a, "phys") and a.__class__ is not np.ndarray:
+def all_values(a):
+    """The array to check the values of `a` on, for the ops' range checks: `a` itself, or inside vmap, where `a`
+    may be a batched stand-in (ember/func/_batching.py), the array of every example's values (its `phys`, down
+    to the real array), which are checked all at once."""
+    while a.__class__ is not np.ndarray and hasattr(a, "phys"):
         a = a.phys
+    return a
+
+
+def index_bounds(a) -> tuple[int, int]:
+    """The smallest and largest value of a non-empty integer index array (of every example inside vmap)."""
+    a = all_values(a)
     return int(a.min()), int(a.max())
 
 

@@ -179,15 +179,16 @@ def _ignored(t, C: int, ignore_index: int, op: str):
     [0, C) that is not ignored. The common case (all in range, none ignored) costs a min and a max."""
     if not t.size:
         return None
-    lo, hi = t.min(), t.max()
+    v = backend.all_values(t)  # (inside vmap: every example's targets, checked at once)
+    lo, hi = v.min(), v.max()
     if 0 <= lo and hi < C and not lo <= ignore_index <= hi:
         return None
-    ignored = t == ignore_index
-    bad = ~ignored & ((t < 0) | (t >= C))
+    ignored_all = v == ignore_index
+    bad = ~ignored_all & ((v < 0) | (v >= C))
     if bad.any():
-        raise IndexError(f"{op}(): Target {backend.to_host(t[bad])[0]} is out of bounds: class indices must be in [0, {C}) for "
+        raise IndexError(f"{op}(): Target {backend.to_host(v[bad])[0]} is out of bounds: class indices must be in [0, {C}) for "
                          f"an input with {C} classes (or equal ignore_index={ignore_index})")
-    return ignored if ignored.any() else None
+    return (t == ignore_index) if ignored_all.any() else None
 
 
 def _constant(t: Tensor, op: str, what: str) -> Tensor:
@@ -490,6 +491,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     if not dt.is_float(x._data.dtype) or not dt.is_float(t._data.dtype):
         raise RuntimeError(f"{op}(): input and target must be floating tensors, got {x.dtype} and {t.dtype}")
     for name, a in (("input", x._data), ("target", t._data)):
+        a = backend.all_values(a)  # (inside vmap: every example's values, checked at once)
         if a.size and not ((a >= 0) & (a <= 1)).all():
             a = backend.to_host(a)  # for the message only
             raise RuntimeError(f"{op}(): all elements of {name} should be between 0 and 1, got values in "

@@ -341,8 +341,9 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
         backend.check_same_device("embedding", (w, idx))
     n = w.shape[0]
     padding_idx = padding_index(padding_idx, n)
-    if idx.size and (idx.min() < 0 or idx.max() >= n):
-        bad = idx.min() if idx.min() < 0 else idx.max()
+    lo, hi = backend.index_bounds(idx) if idx.size else (0, 0)
+    if lo < 0 or hi >= n:
+        bad = lo if lo < 0 else hi
         raise IndexError(f"embedding(): index out of range in self: index {int(bad)} for a weight of {n} rows "
                          f"(valid indices 0..{n - 1})")
     if max_norm is not None:
