@@ -348,14 +348,19 @@ def physical(t: Tensor) -> Tensor:
         p = a.leaf
     else:
         p = make(a.phys)
-    fw = getattr(t, "_fw", None)
+    _carry_tangents(t, p, lambda tan: physical_like(tan, a))
+    return p
+
+
+def _carry_tangents(src: Tensor, dst: Tensor, convert) -> None:
+    """dst takes src's forward-mode tangents at the open levels, each passed through `convert`."""
+    fw = getattr(src, "_fw", None)
     if fw and MODE.fw:
         from ..autograd import forward_ad
         for lv in MODE.fw:
             tan = fw.get(lv)
             if tan is not None:
-                forward_ad.set_tangent(p, lv, physical_like(tan, a))
-    return p
+                forward_ad.set_tangent(dst, lv, convert(tan))
 
 
 def physical_like(t: Tensor, like: BatchedArray) -> Tensor:
@@ -377,13 +382,7 @@ def logical(p, level: int):
                         f"size {_size_of(level)} in front; please report this with the op that produced it")
     leaf = p if (p._requires_grad and p._edge is None) else None
     t = make(BatchedArray(p._data, level, leaf), p._requires_grad, p._edge)
-    fw = getattr(p, "_fw", None)
-    if fw and MODE.fw:
-        from ..autograd import forward_ad
-        for lv in MODE.fw:
-            tan = fw.get(lv)
-            if tan is not None:
-                forward_ad.set_tangent(t, lv, logical(tan, level))
+    _carry_tangents(p, t, lambda tan: logical(tan, level))
     return t
 
 
