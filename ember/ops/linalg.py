@@ -92,7 +92,7 @@ class Matmul(Op):
     jvp = Op.multilinear_jvp
 
     def forward(self, x, y):
-        if y.ndim > 2 and y.__class__ is np.ndarray and not any(y.strides[:-2]) and x.ndim >= y.ndim \
+        if y.ndim > 2 and y.__class__ is np.ndarray and y.size and not any(y.strides[:-2]) and x.ndim >= y.ndim \
                 and np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) == x.shape[:-2]:
             # y is one matrix repeated along its leading dimensions (a stride-0 expand: the weight that vmap's grad
             # copies per example): one product with that matrix, not one per copy (128 GEMVs reading the weight
