@@ -40,6 +40,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.parity)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject.toml): a worker per core this process may run on, at most 8 (beyond that,
+    start-up and memory grow for little: the longest tests run one subprocess suite each)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, 8))
+
+
 @pytest.fixture
 def cuda():
     """A CUDA device for one test: the real one, or tests/_fakecuda.py installed for this test only."""

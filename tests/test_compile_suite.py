@@ -33,7 +33,7 @@ COMPILE_SUITES = SUITES + ["test_nn_models.py", "test_nn_rnn.py", "test_nn_atten
 @pytest.mark.parametrize("suite", COMPILE_SUITES)
 def test_parity_suite_compiled(suite):
     env = dict(os.environ, EMBER_TEST_COMPILE="1", PYTHONPATH=ROOT)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "--tb=short",
+    cmd = [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-p", "no:cacheprovider", "-x", "--tb=short",
            os.path.join("tests", suite)]
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"EMBER_TEST_COMPILE=1 pytest tests/{suite} failed:\n" + r.stdout[-6000:] + r.stderr[-2000:]

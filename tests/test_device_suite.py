@@ -30,7 +30,7 @@ SUITES = [
 @pytest.mark.parametrize("suite", SUITES)
 def test_parity_suite_on_cuda(suite):
     env = dict(os.environ, EMBER_TEST_DEVICE="cuda", PYTHONPATH=ROOT)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "--tb=short",
+    cmd = [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-p", "no:cacheprovider", "-x", "--tb=short",
            os.path.join("tests", suite)]
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"EMBER_TEST_DEVICE=cuda pytest tests/{suite} failed:\n" + r.stdout[-6000:] + r.stderr[-2000:]

@@ -33,7 +33,7 @@ GROUPS = {"ops": LAZY_SUITES[:7] + LAZY_SUITES[21:], "nn": LAZY_SUITES[7:14], "a
 @pytest.mark.parametrize("group", list(GROUPS))
 def test_parity_suites_lazy(group):
     env = dict(os.environ, EMBER_LAZY="always", PYTHONPATH=ROOT)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=short"]
+    cmd = [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-p", "no:cacheprovider", "--tb=short"]
     cmd += [os.path.join("tests", suite) for suite in GROUPS[group]]
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, (f"EMBER_LAZY=always pytest {' '.join(GROUPS[group])} failed:\n" + r.stdout[-6000:]

@@ -37,7 +37,8 @@ def test_required_torch_missing_fails_at_import():
 
 def test_marked_parity_modules():
     """Modules that reach torch through helpers carry the `parity` mark that CI's second run selects."""
-    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", "parity",
+    r = subprocess.run([sys.executable, "-m", "pytest", "-o", "addopts=", "--collect-only", "-q", "-p", "no:cacheprovider",
+                        "-m", "parity",
                         os.path.join(TESTS, "test_nn_loss.py"), os.path.join(TESTS, "test_main.py")],
                        cwd=os.path.dirname(TESTS), capture_output=True, text=True, timeout=300)
     assert "test_nn_loss.py" in r.stdout and "test_main.py" not in r.stdout, r.stdout[-2000:]
