@@ -510,6 +510,7 @@ WIDE = [
 @pytest.mark.parametrize("xs, ws, kw", WIDE, ids=str)
 def test_wide_rows_cases_take_the_fast_path(monkeypatch, xs, ws, kw):
     """The input gradient of each WIDE case builds its columns with wide rows (so the cases below test that path)."""
+    monkeypatch.setattr(_nc, "FOLDED_MAX_PIXELS", 0)  # im2col (these maps are small enough for the folded GEMM)
     taken = []
     wide_rows = _nc.wide_rows
     monkeypatch.setattr(_nc, "wide_rows", lambda *a: taken.append(wide_rows(*a)) or taken[-1])
@@ -522,7 +523,8 @@ def test_wide_rows_cases_take_the_fast_path(monkeypatch, xs, ws, kw):
 @requires_torch
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("xs, ws, kw", WIDE, ids=str)
-def test_wide_rows_match_torch(xs, ws, kw, dtype):
+def test_wide_rows_match_torch(xs, ws, kw, dtype, monkeypatch):
+    monkeypatch.setattr(_nc, "FOLDED_MAX_PIXELS", 0)
     op = "conv1d" if len(ws) == 3 else "conv2d"
     x, w, b = rand(*xs, seed=1, dtype=dtype), rand(*ws, seed=2, dtype=dtype), rand(ws[0], seed=3, dtype=dtype)
     compare_torch(_fn(F, op, kw), _fn(TF, op, kw), x, w, b)

@@ -25,18 +25,59 @@ from ..autograd.grad_mode import MODE
 from .arithmetic import ones_vector
 from .nn_args import ntuple, tensor_arg
 from .shape import View, broadcast_to
-from .windows import Win, cols_chunks, wide_rows
+from . import winograd
+from .windows import Win, cols_chunks, pad_hw, wide_rows, windows
 
 __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
 
 
 # ---------------------------------------------------------------------- array kernels
+# Winograd F(2×2, 3×3) (winograd.py) where it was measured faster than im2col: both channel counts at least
+# this (below, its transforms cost about what they save; docs/performance.md has the per-shape table)
+WINOGRAD_MIN_CHANNELS = 32
+# Output maps of at most this many pixels take the batch-folded GEMM ("folded"): per image, an (O, K) @ (K, OH·OW)
+# product with so few columns runs far below the GEMM rate (ResNet-18's 4×4 maps: 16 columns)
+FOLDED_MAX_PIXELS = 64
+_FOLD_CHUNK_BYTES = 8 << 20  # columns per chunk of images in the folded GEMM
+
+
+def algorithm(x, w_shape: tuple, win: Win, groups: int, ohw: tuple | None = None) -> str:
+    """The forward algorithm of conv(x, w) for these shapes: "winograd" for 3×3, stride-1, undilated,
+    ungrouped convolutions over enough channels (on the CPU, in float32 or float64); "folded" (one GEMM over
+    many images' columns) for other ungrouped convolutions onto small maps; else "im2col" (a GEMM per image)."""
+    if (win.k == (3, 3) and win.s == (1, 1) and win.d == (1, 1) and groups == 1 and x.__class__ is np.ndarray
+            and min(x.shape[1], w_shape[0]) >= WINOGRAD_MIN_CHANNELS and x.dtype in (np.float32, np.float64)
+            and (ohw is None or tuple(ohw) == winograd.tiles(x.shape[2:], win.p)[0])):
+        return "winograd"
+    oh, ow = ohw or win.out(x.shape[2:])
+    if groups == 1 and oh * ow <= FOLDED_MAX_PIXELS:
+        return "folded"
+    return "im2col"
+
+
+def _finite(*arrays) -> bool:
+    """Whether the arrays hold no inf or NaN (a sum is one pass and allocates nothing; an overflowing sum of
+    finite values only sends the caller to im2col). Winograd's transforms mix a tile's entries, so an inf
+    or NaN would reach outputs whose windows do not contain it (inf - inf): those inputs go to im2col,
+    which gives PyTorch's values."""
+    return all(np.isfinite(a.sum()) for a in arrays)
+
+
 def _conv(x, w, b, win: Win, groups: int, keep: bool = False, ohw: tuple | None = None):
-    """y = conv(x, w) + b, chunk by chunk over the images: per image and group one (O, K) @ (K, OH·RW)
+    """y = conv(x, w) + b, by Winograd's F(2×2, 3×3) where `algorithm` picks it (winograd.py), else by im2col.
+
+    im2col: chunk by chunk over the images: per image and group one (O, K) @ (K, OH·RW)
     GEMM (RW = OW, or Wp with wide rows) into the (N, O, OH, OW) result; `ohw` limits (OH, OW) to the
     first windows. With one group the bias is a column of the weight times a row of ones in the
-    columns (no pass of its own over the output: W3's conv1 ~0.2 ms). Returns (y, the whole batch's
-    (N, K (+1), OH·OW) columns if `keep` else None)."""
+    columns (no pass of its own over the output: W3's conv1 ~0.2 ms). Returns (y, what the weight gradient
+    reuses if `keep` (the whole batch's (N, K (+1), OH·OW) columns, or Winograd's transformed inputs) else None)."""
+    algo = algorithm(x, w.shape, win, groups, ohw)
+    if algo == "winograd" and _finite(x, w):
+        y, kept = winograd.conv3x3(x, w, b, win.p, keep)
+        return y, (algo, kept) if keep else None
+    if algo == "folded":
+        y, kept = _conv_folded(x, w, b, win, ohw or win.out(x.shape[2:]), keep)
+        return y, (algo, kept) if keep else None
     n, c, hw = x.shape[0], x.shape[1], x.shape[2:]
     o = w.shape[0]
     oh, ow = ohw or win.out(hw)
@@ -69,7 +110,59 @@ def _conv(x, w, b, win: Win, groups: int, keep: bool = False, ohw: tuple | None 
             np.add(y[..., :ow], b.reshape(o, 1, 1), out=out[n0:n1])
         elif wide:
             out[n0:n1] = y[..., :ow]
-    return out, cols
+    return out, ("im2col", cols) if keep else None
+
+
+def _folded_cols(x, win: Win, ohw: tuple, cols=None):
+    """Yield (n0, n1, the (K, m·OH·OW) columns of images n0:n1), K = C·kh·kw in (c, a, b) order: the images'
+    windows side by side, so that one GEMM covers them all. `cols`: the whole batch's, already built (K, N·OH·OW)."""
+    n, c = x.shape[:2]
+    p = ohw[0] * ohw[1]
+    k = c * win.k[0] * win.k[1]
+    step = max(1, min(n, _FOLD_CHUNK_BYTES // (k * p * x.itemsize)))
+    am = backend.array_module(x)
+    for n0 in range(0, n, step):
+        n1 = min(n0 + step, n)
+        if cols is not None:
+            yield n0, n1, cols[:, n0 * p:n1 * p]
+            continue
+        v = windows(pad_hw(x[n0:n1], win.p), win, ohw)  # (m, C, OH, OW, kh, kw)
+        part = am.empty((k, (n1 - n0) * p), x.dtype)
+        part.reshape(c, win.k[0], win.k[1], n1 - n0, ohw[0], ohw[1])[...] = v.transpose(1, 4, 5, 0, 2, 3)
+        yield n0, n1, part
+
+
+def _conv_folded(x, w, b, win: Win, ohw: tuple, keep: bool):
+    """y = conv(x, w) + b for one group as (O, K) @ (K, m·OH·OW) GEMMs over chunks of images (see algorithm),
+    each result moved to (m, O, OH, OW). Returns (y, the whole batch's (K, N·OH·OW) columns if `keep`)."""
+    am = backend.array_module(x)
+    n, o = x.shape[0], w.shape[0]
+    oh, ow = ohw
+    wm = w.reshape(o, -1)
+    y = am.empty((n, o, oh, ow), np.result_type(x.dtype, w.dtype))
+    parts = []
+    for n0, n1, part in _folded_cols(x, win, ohw):
+        r = (wm @ part).reshape(o, n1 - n0, oh, ow).transpose(1, 0, 2, 3)
+        if b is None:
+            y[n0:n1] = r
+        else:
+            am.add(r, b.reshape(o, 1, 1), out=y[n0:n1])
+        if keep:
+            parts.append(part)
+    return y, (am.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]) if keep else None
+
+
+def _weight_grad_folded(x, g, win: Win, wshape: tuple, cols=None):
+    """dw = g · im2col(x)ᵀ as GEMMs over chunks of images (the folded forward's adjoint in w), over the
+    forward's kept (K, N·OH·OW) columns when given."""
+    am = backend.array_module(g)
+    n, o, oh, ow = g.shape
+    dw = None
+    for n0, n1, part in _folded_cols(x, win, (oh, ow), cols):
+        gm = am.ascontiguousarray(g[n0:n1].reshape(n1 - n0, o, oh * ow).transpose(1, 0, 2)).reshape(o, -1)
+        d = (part @ gm.T).T  # (K, m·P) @ (m·P, O): OpenBLAS runs this orientation ~2x faster than gm @ part.T
+        dw = d if dw is None else dw + d
+    return dw.reshape(wshape)
 
 
 def _flipped_transpose(w, groups: int):
@@ -117,7 +210,15 @@ def _channels_first(g: np.ndarray, groups: int) -> np.ndarray:
 
 def _conv_weight_grad(x, g, win: Win, groups: int, wshape: tuple, cols=None):
     """dw = Σ_n g[n] · im2col(x)[n]ᵀ per group (the adjoint of conv(x, ·) applied to g), chunk by chunk,
-    over the forward's kept columns `cols` when given."""
+    over the forward's kept columns `cols` when given (Winograd's transformed inputs where the forward used it)."""
+    kept, cols = (cols if isinstance(cols, tuple) else (None, None))  # (the forward's algorithm, what it kept)
+    algo = algorithm(x, wshape, win, groups, g.shape[2:])
+    if algo == "winograd" and _finite(x, g):
+        return winograd.conv3x3_weight_grad(x, g, win.p, cols if kept == algo else None)
+    if algo == "folded":
+        return _weight_grad_folded(x, g, win, wshape, cols if kept == algo else None)
+    if kept != "im2col":
+        cols = None
     n, o, oh, ow = g.shape
     k = wshape[1] * wshape[2] * wshape[3]
     gm = g.reshape(n, groups, o // groups, oh * ow)
