@@ -15,6 +15,8 @@ The window geometry and the im2col columns are in `windows.py`.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _dtype as dt
@@ -32,9 +34,14 @@ __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
 
 
 # ---------------------------------------------------------------------- array kernels
-# Winograd F(2×2, 3×3) (winograd.py) where it was measured faster than im2col: both channel counts at least
-# this (below, its transforms cost about what they save; docs/performance.md has the per-shape table)
-WINOGRAD_MIN_CHANNELS = 32
+# Winograd F(2×2, 3×3) (winograd.py) where it was measured faster than im2col: both channel counts at least this.
+# Its transforms cost O((C + O)·pixels) against the GEMMs' O(O·C·pixels), so the saving grows with the channels:
+# forward + input gradient + weight gradient, batch 32, one thread, CPU time: 64 channels on 32² 94 ms against
+# im2col's 103, 256 on 8² 60 against 98 (docs/performance.md has the per-shape table)
+WINOGRAD_MIN_CHANNELS = 64
+# ... and Winograd only over this many 2×2 output tiles in the batch at least: its 16 GEMMs have one column per tile
+# (one image of 512 channels on 4²: 23 ms against the folded GEMM's 6; 64 channels on 32², 256 tiles: level)
+WINOGRAD_MIN_TILES = 128
 # Output maps of at most this many pixels take the batch-folded GEMM ("folded"): per image, an (O, K) @ (K, OH·OW)
 # product with so few columns runs far below the GEMM rate (ResNet-18's 4×4 maps: 16 columns)
 FOLDED_MAX_PIXELS = 64
@@ -47,7 +54,8 @@ def algorithm(x, w_shape: tuple, win: Win, groups: int, ohw: tuple | None = None
     many images' columns) for other ungrouped convolutions onto small maps; else "im2col" (a GEMM per image)."""
     if (win.k == (3, 3) and win.s == (1, 1) and win.d == (1, 1) and groups == 1 and x.__class__ is np.ndarray
             and min(x.shape[1], w_shape[0]) >= WINOGRAD_MIN_CHANNELS and x.dtype in (np.float32, np.float64)
-            and (ohw is None or tuple(ohw) == winograd.tiles(x.shape[2:], win.p)[0])):
+            and (ohw is None or tuple(ohw) == winograd.tiles(x.shape[2:], win.p)[0])
+            and x.shape[0] * math.prod(winograd.tiles(x.shape[2:], win.p)[1]) >= WINOGRAD_MIN_TILES):
         return "winograd"
     oh, ow = ohw or win.out(x.shape[2:])
     if groups == 1 and oh * ow <= FOLDED_MAX_PIXELS:
@@ -222,11 +230,12 @@ def _conv_weight_grad(x, g, win: Win, groups: int, wshape: tuple, cols=None):
     n, o, oh, ow = g.shape
     k = wshape[1] * wshape[2] * wshape[3]
     gm = g.reshape(n, groups, o // groups, oh * ow)
-    dw = backend.array_module(g).zeros((groups, o // groups, k), np.result_type(x.dtype, g.dtype))
+    dwt = backend.array_module(g).zeros((groups, k, o // groups), np.result_type(x.dtype, g.dtype))  # dwᵀ per group
     for n0, n1, part in cols_chunks(x, win, (oh, ow), cols):
         cm = part[:, :k * groups].reshape(n1 - n0, groups, k, oh * ow)  # without the forward's row of ones
-        dw += np.matmul(gm[n0:n1], cm.transpose(0, 1, 3, 2)).sum(0)
-    return dw.reshape(wshape)
+        # cols · gᵀ, not g · colsᵀ: OpenBLAS runs this orientation faster (one thread: W3's conv2 6.4 -> 5.4 ms)
+        dwt += np.matmul(cm, gm[n0:n1].transpose(0, 1, 3, 2)).sum(0)
+    return dwt.transpose(0, 2, 1).reshape(wshape)
 
 
 # ---------------------------------------------------------------------- the three convolution ops
