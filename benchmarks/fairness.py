@@ -46,6 +46,9 @@ def torch_spec(key: str) -> dict:
     if key in ("w3", "w3i"):
         from .cnn import torch_spec as spec
         return spec() if key == "w3" else spec(WORKLOADS[key][1], train=False)
+    if key in ("w4", "w4s"):
+        from .resnet import torch_spec as spec
+        return spec(WORKLOADS[key][1])
     from .seq import torch_spec as spec
     return spec(key)
 

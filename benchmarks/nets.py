@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ._harness import Skipped, compiled, one_line, synced, train_step
+from .resnet import resnet18  # (imports no ember at module level, as this module)
 
 
 def mlp(nn, d_in: int, width: int, n_classes: int):
@@ -82,7 +83,7 @@ def seq(nn, kind: str, d_in: int, hidden: int, layers: int, d_model: int, nhead:
     return EncoderNet(nn.Transformer.generate_square_subsequent_mask(seq_len))
 
 
-BUILDERS = {"mlp": mlp, "resmlp": resmlp, "cnn": cnn, "seq": seq}
+BUILDERS = {"mlp": mlp, "resmlp": resmlp, "cnn": cnn, "seq": seq, "resnet18": resnet18}
 
 
 def torch_step(torch, spec: dict, like=None, x=None, y=None, device: str = "cpu", compile: bool = False,
