@@ -11,9 +11,10 @@ document: the throughput table with ember/NumPy and ember/PyTorch ratios (median
 ratios) judged against the targets of docs/performance.md, the CPU other processes used during each
 row (rows above _harness.OTHERS_LIMIT are flagged, loudly), the scaling tables, overhead and memory.
 
-    python -m ember bench [--threads 2,1] [--only w1,w2,w3,w3i,lstm,transformer] [--repeats 7] [--no-torch]
+    python -m ember bench [--threads 2,1] [--only w1,w2,w3,w3i,lstm,transformer,w4,w4s] [--repeats 7] [--no-torch]
     python -m ember bench --only ops [--threads 2] [--filter NAME]   (per-op speed: benchmarks/ops.py)
     python -m ember bench --only func [--threads 2] [--quick]        (vmap/jacfwd/jacrev: benchmarks/func.py)
+    python -m ember bench --only conv [--threads 2] [--quick] [--filter r18.64]  (per-shape conv2d: benchmarks/conv.py)
                           [--no-compile] [--no-scaling] [--no-memory] [--no-overhead] [--quick [--compile]]
                           [--output FILE] [--json FILE]
 
@@ -58,7 +59,13 @@ WORKLOADS = {
     # sequence models (benchmarks/seq.py): PyTorch is the only reference; items are sequences
     "lstm": ("LSTM 2×256, seq 64, batch 32, Adam: train", 32, None, 1.0),
     "transformer": ("Transformer encoder 4×128, seq 64, batch 32, Adam: train", 32, None, 1.0),
+    # CIFAR ResNet-18 (benchmarks/resnet.py): PyTorch is the only reference; items per step = the batch
+    "w4": ("W4 ResNet-18 CIFAR, batch 128, SGD momentum: train", 128, None, 1.0),
+    "w4s": ("W4 ResNet-18 CIFAR, batch 32, SGD momentum: train", 32, None, 1.0),
 }
+# What a plain `bench` runs: W4 only when named (`--only w4,w4s`): at 1-5 s a step for each implementation it
+# would take the suite from minutes to a quarter of an hour
+DEFAULT_ONLY = [k for k in WORKLOADS if k not in ("w4", "w4s")]
 # ember.compile (the targets): compiled ember's throughput over the NumPy step and over the faster of
 # PyTorch eager and torch.compile (None: no target); compile time per captured graph; peak RSS of a compiled run
 COMPILE_TARGETS = {"w1": (1.0, 1.0), "w2": (1.2, 1.5), "w3": (1.0, None), "w3i": (1.0, 1.0)}
@@ -77,6 +84,9 @@ def _cases(key: str, impls, batch: int | None = None, width: int = 512, matmuls:
     if key == "w2":
         from .resmlp import cases
         return cases(batch or 128, impls=impls)
+    if key in ("w4", "w4s"):
+        from .resnet import cases
+        return cases(batch or WORKLOADS[key][1], impls=impls)
     if key in ("lstm", "transformer"):
         from .seq import cases
         return cases(key, batch or 32, impls=impls)
@@ -491,8 +501,9 @@ def parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="python -m ember bench", description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=lambda s: _csv(s, conv=int), default=[2, 1],
                     help="BLAS thread counts, comma-separated (default 2,1)")
-    ap.add_argument("--only", type=lambda s: _csv(s, WORKLOADS), default=list(WORKLOADS),
-                    help="workloads, comma-separated: w1, w2, w3, w3i, lstm, transformer (default all)")
+    ap.add_argument("--only", type=lambda s: _csv(s, WORKLOADS), default=DEFAULT_ONLY,
+                    help="workloads, comma-separated: w1, w2, w3, w3i, lstm, transformer, w4, w4s "
+                         "(default all but W4, the ResNet-18 rows)")
     ap.add_argument("--repeats", type=int, default=7, help="interleaved repeats (default 7)")
     ap.add_argument("--no-torch", action="store_true", help="leave PyTorch out even where it is installed")
     ap.add_argument("--no-scaling", action="store_true")
@@ -535,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
         if v == "--only=func" or (v == "--only" and args[i + 1:i + 2] == ["func"]):  # benchmarks/func.py
             from .func import main as func_main
             return func_main(args[:i] + args[i + (1 if "=" in v else 2):])
+        if v == "--only=conv" or (v == "--only" and args[i + 1:i + 2] == ["conv"]):  # benchmarks/conv.py
+            from .conv import main as conv_main
+            return conv_main(args[:i] + args[i + (1 if "=" in v else 2):])
     ap = parser()
     a = ap.parse_args(argv)
     if a.worker is not None:  # a child: measure, print JSON

@@ -49,20 +49,21 @@ def _win(p) -> Win:
 
 
 def test_chooses_per_shape():
-    x = np.zeros((2, 64, 16, 16), np.float32)
+    x = np.zeros((2, 128, 16, 16), np.float32)
     s2 = Win((3, 3), (2, 2), (1, 1), ((1, 1), (1, 1)))
     one = Win((1, 1), (1, 1), (1, 1), ((0, 0), (0, 0)))
-    assert nn_conv.algorithm(x, (64, 64, 3, 3), _win(1), 1) == "winograd"
+    assert nn_conv.algorithm(x, (128, 128, 3, 3), _win(1), 1) == "winograd"
     assert nn_conv.algorithm(x[:, :16], (32, 16, 3, 3), _win(1), 1) == "im2col"  # W3's conv2: too few channels
-    assert nn_conv.algorithm(x, (32, 64, 3, 3), _win(1), 1) == "im2col"
-    assert nn_conv.algorithm(x, (64, 32, 3, 3), _win(1), 2) == "im2col"  # grouped
-    assert nn_conv.algorithm(x, (64, 64, 1, 1), one, 1) == "im2col"
-    assert nn_conv.algorithm(x.astype(np.float16), (64, 64, 3, 3), _win(1), 1) == "im2col"
-    assert nn_conv.algorithm(x, (64, 64, 3, 3), _win(1), 1, ohw=(15, 16)) == "im2col"  # fewer windows than it has
+    assert nn_conv.algorithm(x[:, :64], (64, 64, 3, 3), _win(1), 1) == "im2col"  # ResNet's first stage
+    assert nn_conv.algorithm(x, (64, 128, 3, 3), _win(1), 1) == "im2col"
+    assert nn_conv.algorithm(x, (128, 64, 3, 3), _win(1), 2) == "im2col"  # grouped
+    assert nn_conv.algorithm(x, (128, 128, 1, 1), one, 1) == "im2col"
+    assert nn_conv.algorithm(x.astype(np.float16), (128, 128, 3, 3), _win(1), 1) == "im2col"
+    assert nn_conv.algorithm(x, (128, 128, 3, 3), _win(1), 1, ohw=(15, 16)) == "im2col"  # fewer windows than it has
     assert nn_conv.algorithm(x, (64, 64, 3, 3), s2, 1) == "folded"  # onto 8×8: folded
     assert nn_conv.algorithm(x[:, :, :8, :8], (64, 64, 1, 1), one, 1) == "folded"
     assert nn_conv.algorithm(x[:, :, :8, :8], (64, 64, 3, 3), s2, 2) == "im2col"  # grouped: per image
-    assert nn_conv.algorithm(x[:1, :, :8, :8], (64, 64, 3, 3), _win(1), 1) == "folded"  # 16 tiles: too few
+    assert nn_conv.algorithm(x[:1, :, :8, :8], (128, 128, 3, 3), _win(1), 1) == "folded"  # 16 tiles: too few
 
 
 @pytest.mark.parametrize("algo", list(FORCE))

@@ -35,10 +35,11 @@ __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
 
 # ---------------------------------------------------------------------- array kernels
 # Winograd F(2×2, 3×3) (winograd.py) where it was measured faster than im2col: both channel counts at least this.
-# Its transforms cost O((C + O)·pixels) against the GEMMs' O(O·C·pixels), so the saving grows with the channels:
-# forward + input gradient + weight gradient, batch 32, one thread, CPU time: 64 channels on 32² 94 ms against
-# im2col's 103, 256 on 8² 60 against 98 (docs/performance.md has the per-shape table)
-WINOGRAD_MIN_CHANNELS = 64
+# Its transforms cost O((C + O)·pixels) against the GEMMs' O(O·C·pixels), so the saving grows with the channels,
+# and they are NumPy copies, one thread, where the GEMMs use every core. Forward + input gradient + weight gradient,
+# batch 32, 2 threads: 64 channels on 32² 68 ms against im2col's 56 (one thread: 91 against 94); 128 on 16²
+# 48 against 53; 256 on 8² 36 against 54 (docs/performance.md has the per-shape table)
+WINOGRAD_MIN_CHANNELS = 128
 # ... and Winograd only over this many 2×2 output tiles in the batch at least: its 16 GEMMs have one column per tile
 # (one image of 512 channels on 4²: 23 ms against the folded GEMM's 6; 64 channels on 32², 256 tiles: level)
 WINOGRAD_MIN_TILES = 128
