@@ -496,6 +496,12 @@ def test_interpolate_bad_arguments():
 from ember.ops import nn_conv as _nc  # noqa: E402
 from ember.ops import windows as _windows  # noqa: E402
 
+@pytest.fixture
+def wide_any(monkeypatch):
+    """Wide rows for any number of output channels (the cases below are small; the default takes them from 32)."""
+    monkeypatch.setattr(_windows, "WIDE_MIN_OUT", 1)
+
+
 # stride-1 convolutions whose input gradient (the convolution of the padded gradient with the flipped kernel)
 # or whose no-grad forward takes the "wide rows" im2col; (input, weight, kwargs)
 WIDE = [
@@ -508,7 +514,7 @@ WIDE = [
 
 
 @pytest.mark.parametrize("xs, ws, kw", WIDE, ids=str)
-def test_wide_rows_cases_take_the_fast_path(monkeypatch, xs, ws, kw):
+def test_wide_rows_cases_take_the_fast_path(monkeypatch, xs, ws, kw, wide_any):
     """The input gradient of each WIDE case builds its columns with wide rows (so the cases below test that path)."""
     monkeypatch.setattr(_nc, "FOLDED_MAX_PIXELS", 0)  # im2col (these maps are small enough for the folded GEMM)
     taken = []
@@ -523,7 +529,7 @@ def test_wide_rows_cases_take_the_fast_path(monkeypatch, xs, ws, kw):
 @requires_torch
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("xs, ws, kw", WIDE, ids=str)
-def test_wide_rows_match_torch(xs, ws, kw, dtype, monkeypatch):
+def test_wide_rows_match_torch(xs, ws, kw, dtype, monkeypatch, wide_any):
     monkeypatch.setattr(_nc, "FOLDED_MAX_PIXELS", 0)
     op = "conv1d" if len(ws) == 3 else "conv2d"
     x, w, b = rand(*xs, seed=1, dtype=dtype), rand(*ws, seed=2, dtype=dtype), rand(ws[0], seed=3, dtype=dtype)
@@ -536,7 +542,7 @@ def test_wide_rows_match_torch(xs, ws, kw, dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("xs, ws, kw", WIDE[:3], ids=str)
-def test_wide_rows_gradcheck(xs, ws, kw):
+def test_wide_rows_gradcheck(xs, ws, kw, wide_any):
     op = "conv1d" if len(ws) == 3 else "conv2d"
     check_grad(_fn(F, op, kw), rand(*xs, seed=1), rand(*ws, seed=2))
 
@@ -583,7 +589,7 @@ def test_chunked_columns_match_torch(monkeypatch, per_chunk, xs, ws, kw):
     np.testing.assert_allclose(y0.numpy(), y.detach().numpy(), rtol=1e-12)
 
 
-def test_wide_rows_equal_plain_columns(monkeypatch):
+def test_wide_rows_equal_plain_columns(monkeypatch, wide_any):
     """The wide-rows forward (garbage columns cropped) gives the plain im2col forward's result; float32 stays
     float32."""
     x = rand(5, 8, 7, 12, seed=1, dtype=np.float32)

@@ -89,6 +89,9 @@ def chunk(n: int, per_image: int) -> int:
     return max(1, min(n, _CHUNK_BYTES // max(per_image, 1)))
 
 
+WIDE_MIN_OUT = 32  # output channels: see wide_rows
+
+
 def wide_rows(x_shape: tuple, win: Win, ohw: tuple, o: int) -> bool:
     """Whether a convolution builds its im2col columns with "wide" rows.
 
@@ -99,10 +102,14 @@ def wide_rows(x_shape: tuple, win: Win, ohw: tuple, o: int) -> bool:
     K column rows outweigh the O output rows and the garbage costs at most a quarter more GEMM work.
     Measured, one thread, batch 128: W3's conv2 input gradient (K = 18·O) 5.4 -> 4.3 ms; its forward
     (K = 4.5·O) within 3%; conv1 (K < O) 0.9 -> 1.4 ms. (A channel-last copy of the input, copying runs
-    of kw·C, measured within 5% of the better of the two on W3's conv2 and was left out.)"""
+    of kw·C, measured within 5% of the better of the two on W3's conv2 and was left out.)
+    Not for fewer than 32 output channels: with 2 BLAS threads (the benchmarks' setting) the wide GEMMs of
+    W3's conv2 input gradient (O = 16) took 4.7 ms against 1.4 plain at batch 32, 18.8 against 5.4 at 128,
+    where one thread had them level; with O = 64 on 32² the wide rows still win at 2 threads (18 ms against 23)."""
     c, w = x_shape[1], x_shape[3]
     wp = w + win.p[1][0] + win.p[1][1]
-    return win.s == (1, 1) and wp > ohw[1] and 4 * (wp - ohw[1]) <= ohw[1] and c * win.k[0] * win.k[1] >= 8 * o
+    return (win.s == (1, 1) and wp > ohw[1] and 4 * (wp - ohw[1]) <= ohw[1] and o >= WIDE_MIN_OUT
+            and c * win.k[0] * win.k[1] >= 8 * o)
 
 
 def cols_chunks(x, win: Win, ohw: tuple, cols=None, fill=None, wide: bool = False, ones: bool = False):
