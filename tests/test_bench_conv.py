@@ -11,6 +11,8 @@ import sys
 import numpy as np
 import pytest
 
+from helpers import requires_torch, torch
+
 import ember
 import ember.nn.functional as F
 from benchmarks import conv as bc
@@ -131,8 +133,8 @@ def test_a_filter_matching_nothing_is_one_line():
     assert r.returncode == 2 and "matches no shape" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@requires_torch
 def test_pytorch_steps_equal_embers():
-    torch = pytest.importorskip("torch")
     c = bc.Conv("t", 2, 3, 4, 7, 3, 2, 1)
     a = bc.arrays(c)
     e, t = bc.library_cases(ember, c, a), bc.library_cases(torch, c, a)
@@ -140,3 +142,16 @@ def test_pytorch_steps_equal_embers():
     for pass_ in ("dx", "dw", "fwd+bwd"):
         for tg, eg in zip(t[pass_](), e[pass_]()):
             np.testing.assert_allclose(tg.numpy(), eg.numpy(), rtol=1e-5, atol=1e-5, err_msg=pass_)
+
+
+def test_conv_algos_times_each_algorithm_where_it_runs():
+    """benchmarks/conv_algos.py (the thresholds' measurement): every algorithm that can take a shape is timed."""
+    r = subprocess.run([sys.executable, "-m", "benchmarks.conv_algos", "--repeats", "1", "--cpu-time", "r512b1", "d512"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[1].startswith("r512b1") and all(f"{a} " in lines[1] for a in ("im2col", "folded", "winograd"))
+    assert lines[2].startswith("d512") and "folded " in lines[2] and "winograd" not in lines[2]
+    bad = subprocess.run([sys.executable, "-m", "benchmarks.conv_algos", "vgg"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown shape 'vgg'" in bad.stderr
