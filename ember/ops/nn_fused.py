@@ -297,9 +297,11 @@ def _input_grad(dz: np.ndarray, n: int, q: tuple, ohw: tuple, pool: tuple, w: np
     apply (strided, or padding beyond the kernel's extent: the caller uses conv_transpose_array).
 
     The slots are scattered straight into the padded channel-last buffer, im2col copies runs of kw·O entries,
-    and the GEMM writes a channel-first (C, N, H, W) result, returned as its (N, C, H, W) transposed view:
-    the layout the previous layer's backward reads (one thread, batch 128, W3's conv2 with the scatter: 5.6 -> 4.5 ms
-    against the NCHW scatter and conv_transpose_array). `am` is the arrays' module; on a device, one chunk."""
+    and the GEMM, columns · flipped kernelᵀ, writes a channel-last (N, H, W, C) result, returned as its (N, C, H, W)
+    transposed view (one thread, batch 128, W3's conv2 with the scatter: 5.6 -> 4.5 ms against the NCHW scatter
+    and conv_transpose_array). With C = 16 that orientation is OpenBLAS's fast one: the W3 step 27.5 -> 24.9 ms at
+    one thread, 31.2 -> 30.3 ms at two, against the channel-first kernel · columnsᵀ, even though the previous
+    layer's backward then reads a strided gradient. `am` is the arrays' module; on a device, one chunk."""
     if win.s != (1, 1):
         return None
     o, c = w.shape[:2]
@@ -316,7 +318,7 @@ def _input_grad(dz: np.ndarray, n: int, q: tuple, ohw: tuple, pool: tuple, w: np
         am.copyto(dst, dz[:, s].reshape(o, n, *q).transpose(1, 2, 3, 0))
     # wt[c, ka, kb, o] = w[o, c, kh-1-ka, kw-1-kb]
     wt = am.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 2, 3, 0)).reshape(c, -1)
-    gx = am.empty((c, n, h, wd), dz.dtype)
+    gx = am.empty((n, h, wd, c), dz.dtype)
     kk = kh * kw * o
     nc = chunk(n, h * wd * kk * dz.itemsize) if am is np else n  # chunks for the CPU's caches only
     buf = am.empty((nc, h, wd, kh, kw, o), dz.dtype)
@@ -326,8 +328,8 @@ def _input_grad(dz: np.ndarray, n: int, q: tuple, ohw: tuple, pool: tuple, w: np
         m = n1 - n0
         v = strided_at(dzp, n0 * sn, (m, h, wd, kh, kw, o), (sn, sh, sw, sh * dh, sw * dw, so), am)
         am.copyto(buf[:m], v)
-        np.matmul(wt, buf[:m].reshape(m * h * wd, kk).T, out=gx[:, n0:n1].reshape(c, m * h * wd))
-    return gx.transpose(1, 0, 2, 3)
+        np.matmul(buf[:m].reshape(m * h * wd, kk), wt.T, out=gx[n0:n1].reshape(m * h * wd, c))
+    return gx.transpose(0, 3, 1, 2)
 
 
 def pooled_size(conv_out: tuple, pool: tuple) -> tuple:
