@@ -306,10 +306,7 @@ def train_cases(batch: int = 128, impls: Iterable[str] = IMPLS, seed: int = 0, d
     out: dict[str, Callable[[], object] | Skipped] = {}
     torch = import_torch(impls)
     if torch is not None:  # built before ember trains, from the same initial weights
-        kw = dict(like=model, x=torch.from_numpy(x_np), y=torch.from_numpy(y_np), device=device)
-        out["pytorch"] = nets.torch_step(torch, torch_spec(batch), **kw)
-        if COMPILED in impls:
-            out[COMPILED] = nets.compiled_step(torch, torch_spec(batch), **kw)
+        out.update(nets.torch_cases(torch, torch_spec(batch), impls, model, x_np, y_np, device))
     if device == "cpu" and any(k in impls for k in EMBER_COMPILED):  # copies of the initial weights
         out.update(ember_compile.train_cases(model, lambda m: ember.optim.SGD(m.parameters(), lr=LR), F.cross_entropy,
                                              ember.from_numpy(x_np), ember.from_numpy(y_np), impls, check))

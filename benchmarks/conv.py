@@ -49,7 +49,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import _harness as H
 from .ops import _best_of
-from .suite import _matmul_gflops, _Parser, load_banner, machine_info
+from .suite import _matmul_gflops, _Parser, emit, load_banner, machine_info
 
 PASSES = ("fwd", "dx", "dw", "fwd+bwd")
 IMPLS = ("ember", "numpy", "pytorch")
@@ -509,15 +509,7 @@ def main(argv: list[str] | None = None) -> int:
         return proc.returncode
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     res["machine"], res["wall_s"] = machine, round(time.perf_counter() - t0, 1)
-    text = report(res, machine) + f"\n\nRun took {res['wall_s']:.0f} s."
-    print(text)
-    if a.output:
-        with open(a.output, "w") as f:
-            f.write(text + "\n")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=1)
-    return 0
+    return emit(report(res, machine) + f"\n\nRun took {res['wall_s']:.0f} s.", res, a)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import ember
 import ember.nn as enn
 
 from . import ember_compile, nets
-from ._harness import COMPILED, EMBER_COMPILED, IMPLS, Skipped, import_torch, in_order, synced, train_step
+from ._harness import EMBER_COMPILED, IMPLS, Skipped, import_torch, in_order, synced, train_step
 
 D_IN, N_CLASSES, LR, MOMENTUM = 784, 10, 0.01, 0.9
 
@@ -131,10 +131,7 @@ def cases(batch: int = 128, width: int = 512, impls=IMPLS, seed: int = 0, device
     out: dict[str, Callable[[], object] | Skipped] = {}
     torch = import_torch(impls)
     if torch is not None:  # built before ember trains, from the same initial weights
-        kw = dict(like=model, x=torch.from_numpy(x_np), y=torch.from_numpy(y_np), device=device)
-        out["pytorch"] = nets.torch_step(torch, torch_spec(batch, width), **kw)
-        if COMPILED in impls:
-            out[COMPILED] = nets.compiled_step(torch, torch_spec(batch, width), **kw)
+        out.update(nets.torch_cases(torch, torch_spec(batch, width), impls, model, x_np, y_np, device))
     if device == "cpu" and any(k in impls for k in EMBER_COMPILED):  # copies of the initial weights
         out.update(ember_compile.train_cases(
             model, lambda m: ember.optim.SGD(m.parameters(), lr=LR, momentum=MOMENTUM), enn.functional.cross_entropy,

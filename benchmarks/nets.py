@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ._harness import Skipped, compiled, one_line, synced, train_step
+from ._harness import COMPILED, Skipped, compiled, one_line, synced, train_step
 from .resnet import resnet18  # (imports no ember at module level, as this module)
 
 
@@ -114,6 +114,16 @@ def torch_step(torch, spec: dict, like=None, x=None, y=None, device: str = "cpu"
     y = (torch.randint(spec["classes"], spec["y"], generator=gen) if y is None else y).to(device)
     opt = getattr(torch.optim, spec["optim"])(model.parameters(), **spec["optim_kw"])
     return synced(train_step(net, opt, torch.nn.functional.cross_entropy, x, y), device, torch)
+
+
+def torch_cases(torch, spec: dict, impls, like, x_np, y_np, device: str = "cpu") -> dict:
+    """PyTorch's columns of a training row: "pytorch" (eager) and, where `impls` asks for it, "compiled"
+    (torch.compile), both from the weights of the ember model `like`, on the arrays x_np and y_np."""
+    kw = dict(like=like, x=torch.from_numpy(x_np), y=torch.from_numpy(y_np), device=device)
+    out = {"pytorch": torch_step(torch, spec, **kw)}
+    if COMPILED in impls:
+        out[COMPILED] = compiled_step(torch, spec, **kw)
+    return out
 
 
 def compiled_step(torch, spec: dict, **kw) -> Callable[[], object] | Skipped:

@@ -19,7 +19,7 @@ import ember
 import ember.nn as enn
 
 from . import ember_compile, nets
-from ._harness import COMPILED, EMBER_COMPILED, IMPLS, Skipped, import_torch, in_order, synced, train_step
+from ._harness import EMBER_COMPILED, IMPLS, Skipped, import_torch, in_order, synced, train_step
 
 BATCH, D_IN, D_HID, D_BOT, N_CLASSES, N_BLOCKS = 128, 784, 100, 50, 10, 3
 P_DROP, LR, EPS_LN = 0.1, 1e-3, 1e-5
@@ -179,10 +179,7 @@ def cases(batch: int = BATCH, impls=IMPLS, seed: int = 0, device: str = "cpu",
     out: dict[str, Callable[[], object] | Skipped] = {}
     torch = import_torch(impls)
     if torch is not None:  # built before ember trains, from the same initial weights
-        kw = dict(like=model, x=torch.from_numpy(x_np), y=torch.from_numpy(y_np), device=device)
-        out["pytorch"] = nets.torch_step(torch, torch_spec(batch), **kw)
-        if COMPILED in impls:
-            out[COMPILED] = nets.compiled_step(torch, torch_spec(batch), **kw)
+        out.update(nets.torch_cases(torch, torch_spec(batch), impls, model, x_np, y_np, device))
     if device == "cpu" and any(k in impls for k in EMBER_COMPILED):  # copies of the initial weights
         out.update(ember_compile.train_cases(model, lambda m: ember.optim.Adam(m.parameters(), lr=LR),
                                              enn.functional.cross_entropy, ember.from_numpy(x_np),

@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._harness import COMPILED, EMBER_COMPILED, IMPLS, Skipped, import_torch, in_order, synced, train_step
+from ._harness import EMBER_COMPILED, IMPLS, Skipped, import_torch, in_order, synced, train_step
 
 __all__ = ["resnet18", "ember_model", "torch_spec", "cases", "IN_SHAPE", "N_CLASSES", "WIDTHS", "OPTIM_KW"]
 
@@ -118,10 +118,7 @@ def cases(batch: int = 128, impls=IMPLS, seed: int = 0, device: str = "cpu",
     out: dict[str, Callable[[], object] | Skipped] = {}
     torch = import_torch(impls)
     if torch is not None:  # built before ember trains, from the same initial weights
-        kw = dict(like=model, x=torch.from_numpy(x_np), y=torch.from_numpy(y_np), device=device)
-        out["pytorch"] = nets.torch_step(torch, torch_spec(batch), **kw)
-        if COMPILED in impls:
-            out[COMPILED] = nets.compiled_step(torch, torch_spec(batch), **kw)
+        out.update(nets.torch_cases(torch, torch_spec(batch), impls, model, x_np, y_np, device))
     if device == "cpu" and any(k in impls for k in EMBER_COMPILED):  # copies of the initial weights
         out.update(ember_compile.train_cases(model, _ember_sgd, loss_fn, ember.from_numpy(x_np),
                                              ember.from_numpy(y_np), impls, check))

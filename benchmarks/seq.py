@@ -18,7 +18,7 @@ import numpy as np
 import ember
 
 from . import nets
-from ._harness import COMPILED, IMPLS, Skipped, import_torch, in_order, train_step
+from ._harness import IMPLS, Skipped, import_torch, in_order, train_step
 
 BATCH, SEQ, D_IN, HIDDEN, LAYERS, CLASSES = 32, 64, 128, 256, 2, 64
 D_MODEL, NHEAD, T_LAYERS = 128, 4, 4
@@ -48,10 +48,7 @@ def cases(kind: str, batch: int = BATCH, impls=IMPLS,
     out: dict[str, Callable[[], object] | Skipped] = {}
     torch = import_torch(impls)
     if torch is not None:  # built before ember trains, from the same initial weights
-        kw = dict(like=model, x=torch.from_numpy(x_np), y=torch.from_numpy(y_np))
-        out["pytorch"] = nets.torch_step(torch, torch_spec(kind, batch), **kw)
-        if COMPILED in impls:
-            out[COMPILED] = nets.compiled_step(torch, torch_spec(kind, batch), **kw)
+        out.update(nets.torch_cases(torch, torch_spec(kind, batch), impls, model, x_np, y_np))
     if "ember" in impls:
         model.train()
         out["ember"] = train_step(model, ember.optim.Adam(model.parameters(), lr=LR), ember.nn.functional.cross_entropy,
