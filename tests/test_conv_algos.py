@@ -3,6 +3,8 @@ batch-folded GEMM (small maps) and Winograd's F(2×2, 3×3) (ember/ops/winograd.
 shapes they serve, and each, forced onto every shape it can take, gives the same values and gradients (every
 order) as PyTorch. Forcing them keeps gradcheck cheap (small shapes); the thresholds themselves are checked on
 the layer shapes they were measured on."""
+import time
+
 import numpy as np
 import pytest
 from helpers import check_grad, compare_torch, rand, requires_torch, torch
@@ -168,3 +170,70 @@ def test_inf_and_nan_reach_only_their_windows(bad, everywhere):
         np.testing.assert_array_equal(yn, nn_conv._conv(x, w, None, win, 1)[0])
         np.testing.assert_array_equal(wt.grad.numpy(), nn_conv._conv_weight_grad(x, g, win, 1, w.shape))
         np.testing.assert_array_equal(xt.grad.numpy(), nn_conv.conv_transpose_array(g, w, win, 1, (8, 8)))
+
+
+# ---------------------------------------------------------------------- choosing by measurement (cudnn.benchmark)
+@pytest.fixture
+def benchmarking(monkeypatch):
+    """`ember.backends.cudnn.benchmark = True` with an empty cache of measured choices."""
+    monkeypatch.setattr(ember.backends.cudnn, "benchmark", True)
+    monkeypatch.setattr(nn_conv, "_TUNED", {})
+
+
+def test_benchmark_times_every_candidate_once_and_keeps_the_fastest(benchmarking, monkeypatch):
+    """The first forward of a shape times each algorithm that can run (twice) and caches the fastest; later calls
+    reuse it; the input gradient (a convolution of its own) is tuned at its first use; the weight gradient follows
+    its forward. Here im2col and Winograd are slowed down, so the folded GEMM must win where the measured rule
+    picks im2col (a 12×12 map: 144 pixels)."""
+    runs = []
+    conv_by = nn_conv._conv_by
+
+    def slowed(algo, *a):
+        runs.append(algo)
+        if algo != "folded":
+            time.sleep(0.02)
+        return conv_by(algo, *a)
+
+    monkeypatch.setattr(nn_conv, "_conv_by", slowed)
+    x = rand(2, 8, 12, 12, seed=1)
+    w, b = rand(6, 8, 3, 3, seed=2), rand(6, seed=3)
+    assert nn_conv.algorithm(x, w.shape, _win(1), 1) == "im2col"  # the rule's choice (nothing measured yet)
+    xt, wt = ember.tensor(x, requires_grad=True), ember.tensor(w, requires_grad=True)
+    y = F.conv2d(xt, wt, ember.tensor(b), padding=1)
+    assert sorted(runs[:6]) == ["folded"] * 2 + ["im2col"] * 2 + ["winograd"] * 2 and runs[6:] == ["folded"]
+    assert list(nn_conv._TUNED.values()) == ["folded"]
+    y.backward(ember.tensor(rand(*y.shape, seed=4)))
+    assert len(nn_conv._TUNED) == 2  # the input gradient's convolution (6 -> 8 channels, flipped kernel): tuned too
+    runs.clear()
+    y2 = F.conv2d(xt, wt, ember.tensor(b), padding=1)
+    assert runs == ["folded"]  # cached
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ember.backends.cudnn, "benchmark", False)
+        xr, wr = ember.tensor(x, requires_grad=True), ember.tensor(w, requires_grad=True)
+        yr = F.conv2d(xr, wr, ember.tensor(b), padding=1)
+        yr.backward(ember.tensor(rand(*y.shape, seed=4)))
+    np.testing.assert_allclose(y2.detach().numpy(), yr.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(wt.grad.numpy(), wr.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("how", ["cudnn.deterministic", "use_deterministic_algorithms"])
+def test_benchmark_is_off_when_determinism_is_asked_for(benchmarking, monkeypatch, how):
+    if how == "cudnn.deterministic":
+        monkeypatch.setattr(ember.backends.cudnn, "deterministic", True)
+    else:
+        ember.use_deterministic_algorithms(True)
+    try:
+        F.conv2d(ember.tensor(rand(2, 8, 12, 12, seed=1)), ember.tensor(rand(8, 8, 3, 3, seed=2)), padding=1)
+    finally:
+        ember.use_deterministic_algorithms(False)
+    assert nn_conv._TUNED == {}
+
+
+def test_benchmark_with_real_timings_gives_the_same_values(benchmarking):
+    x, w = rand(4, 16, 10, 10, seed=1, dtype=np.float32), rand(16, 16, 3, 3, seed=2, dtype=np.float32)
+    y = F.conv2d(ember.tensor(x), ember.tensor(w), padding=1).numpy()
+    (choice,) = nn_conv._TUNED.values()
+    assert choice in ("im2col", "folded", "winograd")
+    exact = nn_conv._conv_by("im2col", x.astype(np.float64), w.astype(np.float64), None, _win(1), 1, False, None)[0]
+    np.testing.assert_allclose(y, exact, rtol=1e-4, atol=1e-4)

@@ -16,6 +16,7 @@ The window geometry and the im2col columns are in `windows.py`.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -49,19 +50,82 @@ FOLDED_MAX_PIXELS = 64
 _FOLD_CHUNK_BYTES = 8 << 20  # columns per chunk of images in the folded GEMM
 
 
+def candidates(x, w_shape: tuple, win: Win, groups: int, ohw: tuple | None = None) -> list[str]:
+    """The algorithms that can compute conv(x, w) for these shapes: "im2col" always; "folded" with one group;
+    "winograd" for 3×3, stride-1, undilated, ungrouped convolutions over all their windows, on the CPU, in
+    float32 or float64."""
+    out = ["im2col"]
+    if groups == 1:
+        out.append("folded")
+        if (win.k == (3, 3) and win.s == (1, 1) and win.d == (1, 1) and x.__class__ is np.ndarray
+                and x.dtype in (np.float32, np.float64)
+                and (ohw is None or tuple(ohw) == winograd.tiles(x.shape[2:], win.p)[0])):
+            out.append("winograd")
+    return out
+
+
 def algorithm(x, w_shape: tuple, win: Win, groups: int, ohw: tuple | None = None) -> str:
-    """The forward algorithm of conv(x, w) for these shapes: "winograd" for 3×3, stride-1, undilated,
-    ungrouped convolutions over enough channels (on the CPU, in float32 or float64); "folded" (one GEMM over
-    many images' columns) for other ungrouped convolutions onto small maps; else "im2col" (a GEMM per image)."""
-    if (win.k == (3, 3) and win.s == (1, 1) and win.d == (1, 1) and groups == 1 and x.__class__ is np.ndarray
-            and min(x.shape[1], w_shape[0]) >= WINOGRAD_MIN_CHANNELS and x.dtype in (np.float32, np.float64)
-            and (ohw is None or tuple(ohw) == winograd.tiles(x.shape[2:], win.p)[0])
+    """The forward algorithm of conv(x, w) for these shapes, by the measured rule: "winograd" where it can run
+    over enough channels and tiles; "folded" (one GEMM over many images' columns) onto small maps; else
+    "im2col" (a GEMM per image). With `ember.backends.cudnn.benchmark` on, the fastest measured (see `_tuned`)."""
+    tuned = _tuned_choice(x.shape, w_shape, win, groups, ohw, x.dtype)
+    if tuned is not None:
+        return tuned
+    can = candidates(x, w_shape, win, groups, ohw)
+    if ("winograd" in can and min(x.shape[1], w_shape[0]) >= WINOGRAD_MIN_CHANNELS
             and x.shape[0] * math.prod(winograd.tiles(x.shape[2:], win.p)[1]) >= WINOGRAD_MIN_TILES):
         return "winograd"
     oh, ow = ohw or win.out(x.shape[2:])
-    if groups == 1 and oh * ow <= FOLDED_MAX_PIXELS:
+    if "folded" in can and oh * ow <= FOLDED_MAX_PIXELS:
         return "folded"
     return "im2col"
+
+
+# ---------------------------------------------------------------------- choosing by measurement (opt-in)
+_TUNED: dict = {}  # (shapes, window, groups, dtype) -> the algorithm measured fastest in this process
+
+
+def _benchmarking() -> bool:
+    """Whether convolutions choose their algorithm by timing: `ember.backends.cudnn.benchmark` set, as in PyTorch,
+    and neither `cudnn.deterministic` nor `ember.use_deterministic_algorithms(True)` (the algorithms round
+    differently, and which one wins a timing can differ from run to run)."""
+    from .. import _runtime
+    from ..backends import cudnn
+    return bool(cudnn.benchmark) and not cudnn.deterministic and not _runtime.are_deterministic_algorithms_enabled()
+
+
+def _key(x_shape: tuple, w_shape: tuple, win: Win, groups: int, ohw, dtype) -> tuple:
+    return tuple(x_shape), tuple(w_shape), win, groups, tuple(ohw or win.out(x_shape[2:])), np.dtype(dtype).str
+
+
+def _tuned_choice(x_shape, w_shape, win, groups, ohw, dtype) -> str | None:
+    """The cached measured choice for these shapes, if convolutions are benchmarking and one was measured."""
+    return _TUNED.get(_key(x_shape, w_shape, win, groups, ohw, dtype)) if _TUNED and _benchmarking() else None
+
+
+def _tune(x, w, b, win: Win, groups: int, ohw) -> None:
+    """With benchmarking on (PyTorch's `cudnn.benchmark` idea, applied to ember's CPU convolutions): at the first
+    forward of each set of shapes, time every algorithm that can run (the better of two forwards each) on the
+    actual arrays and cache the fastest for the process. The input gradient, itself a convolution, is tuned at
+    its own first use; the weight gradient follows its forward's choice."""
+    if x.__class__ is not np.ndarray or not _benchmarking():
+        return
+    key = _key(x.shape, w.shape, win, groups, ohw, x.dtype)
+    if key in _TUNED:
+        return
+    can = candidates(x, w.shape, win, groups, ohw)
+    if len(can) > 1:
+        best, choice = math.inf, can[0]
+        for algo in can:
+            for _ in range(2):
+                t0 = time.perf_counter()
+                _conv_by(algo, x, w, b, win, groups, False, ohw)
+                t = time.perf_counter() - t0
+                if t < best:
+                    best, choice = t, algo
+        _TUNED[key] = choice
+    else:
+        _TUNED[key] = can[0]
 
 
 def _finite(*arrays) -> bool:
@@ -73,20 +137,30 @@ def _finite(*arrays) -> bool:
 
 
 def _conv(x, w, b, win: Win, groups: int, keep: bool = False, ohw: tuple | None = None):
-    """y = conv(x, w) + b, by Winograd's F(2×2, 3×3) where `algorithm` picks it (winograd.py), else by im2col.
+    """y = conv(x, w) + b by the algorithm `algorithm` picks for these shapes (timed at first use under
+    `cudnn.benchmark`: `_tune`). Returns (y, (the algorithm, what its weight gradient reuses) if `keep` else None)."""
+    _tune(x, w, b, win, groups, ohw)
+    return _conv_by(algorithm(x, w.shape, win, groups, ohw), x, w, b, win, groups, keep, ohw)
 
-    im2col: chunk by chunk over the images: per image and group one (O, K) @ (K, OH·RW)
-    GEMM (RW = OW, or Wp with wide rows) into the (N, O, OH, OW) result; `ohw` limits (OH, OW) to the
-    first windows. With one group the bias is a column of the weight times a row of ones in the
-    columns (no pass of its own over the output: W3's conv1 ~0.2 ms). Returns (y, what the weight gradient
-    reuses if `keep` (the whole batch's (N, K (+1), OH·OW) columns, or Winograd's transformed inputs) else None)."""
-    algo = algorithm(x, w.shape, win, groups, ohw)
+
+def _conv_by(algo: str, x, w, b, win: Win, groups: int, keep: bool, ohw: tuple | None):
+    """conv(x, w) + b by `algo`: "winograd" (winograd.py; inputs holding inf or NaN take im2col), "folded"
+    (`_conv_folded`) or "im2col" (`_conv_im2col`)."""
     if algo == "winograd" and _finite(x, w):
         y, kept = winograd.conv3x3(x, w, b, win.p, keep)
         return y, (algo, kept) if keep else None
     if algo == "folded":
         y, kept = _conv_folded(x, w, b, win, ohw or win.out(x.shape[2:]), keep)
         return y, (algo, kept) if keep else None
+    return _conv_im2col(x, w, b, win, groups, keep, ohw)
+
+
+def _conv_im2col(x, w, b, win: Win, groups: int, keep: bool = False, ohw: tuple | None = None):
+    """y = conv(x, w) + b by im2col, chunk by chunk over the images: per image and group one (O, K) @ (K, OH·RW)
+    GEMM (RW = OW, or Wp with wide rows) into the (N, O, OH, OW) result; `ohw` limits (OH, OW) to the
+    first windows. With one group the bias is a column of the weight times a row of ones in the
+    columns (no pass of its own over the output: W3's conv1 ~0.2 ms). Returns (y, ("im2col", the whole
+    batch's (N, K (+1), OH·OW) columns) if `keep` else None)."""
     n, c, hw = x.shape[0], x.shape[1], x.shape[2:]
     o = w.shape[0]
     oh, ow = ohw or win.out(hw)
@@ -221,7 +295,7 @@ def _conv_weight_grad(x, g, win: Win, groups: int, wshape: tuple, cols=None):
     """dw = Σ_n g[n] · im2col(x)[n]ᵀ per group (the adjoint of conv(x, ·) applied to g), chunk by chunk,
     over the forward's kept columns `cols` when given (Winograd's transformed inputs where the forward used it)."""
     kept, cols = (cols if isinstance(cols, tuple) else (None, None))  # (the forward's algorithm, what it kept)
-    algo = algorithm(x, wshape, win, groups, g.shape[2:])
+    algo = kept or algorithm(x, wshape, win, groups, g.shape[2:])  # the forward's choice, where it kept its data
     if algo == "winograd" and _finite(x, g):
         return winograd.conv3x3_weight_grad(x, g, win.p, cols if kept == algo else None)
     if algo == "folded":
