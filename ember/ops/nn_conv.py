@@ -11,7 +11,10 @@ so every derivative of every order is again one of them:
     ConvWeightGrad(x, g)  dw = g · im2col(x)ᵀ       (= ∂⟨g, conv(x, w)⟩/∂w)
 
 1-D convolutions are the 2-D ones on a height-1 image. All work on float32 stays float32.
-The window geometry and the im2col columns are in `windows.py`.
+The window geometry and the im2col columns are in `windows.py`. The forward (and so the stride-1 input
+gradient, itself a convolution) runs by one of three algorithms chosen per shape (`algorithm`): im2col as
+above, the same columns of many images folded into one GEMM (small output maps), or Winograd's F(2×2, 3×3)
+(`winograd.py`: 3×3, stride-1 layers over many channels); the weight gradient follows its forward.
 """
 from __future__ import annotations
 
@@ -67,7 +70,7 @@ def candidates(x, w_shape: tuple, win: Win, groups: int, ohw: tuple | None = Non
 def algorithm(x, w_shape: tuple, win: Win, groups: int, ohw: tuple | None = None) -> str:
     """The forward algorithm of conv(x, w) for these shapes, by the measured rule: "winograd" where it can run
     over enough channels and tiles; "folded" (one GEMM over many images' columns) onto small maps; else
-    "im2col" (a GEMM per image). With `ember.backends.cudnn.benchmark` on, the fastest measured (see `_tuned`)."""
+    "im2col" (a GEMM per image). With `ember.backends.cudnn.benchmark` on, the fastest measured (see `_tune`)."""
     tuned = _tuned_choice(x.shape, w_shape, win, groups, ohw, x.dtype)
     if tuned is not None:
         return tuned
