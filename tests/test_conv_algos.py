@@ -10,6 +10,8 @@ import pytest
 from helpers import check_grad, compare_torch, rand, requires_torch, torch
 from test_nn_conv import CONV2D
 
+from benchmarks.conv_algos import FORCE  # nn_conv's thresholds that make each algorithm run wherever it can
+
 import ember
 import ember.nn.functional as F
 from ember.ops import nn_conv, winograd
@@ -27,11 +29,6 @@ CASES = [
 ]
 
 
-FORCE = {  # the algorithm under test wherever it can run (else im2col)
-    "im2col": dict(WINOGRAD_MIN_CHANNELS=10 ** 9, WINOGRAD_MIN_TILES=1, FOLDED_MAX_PIXELS=0),
-    "folded": dict(WINOGRAD_MIN_CHANNELS=10 ** 9, WINOGRAD_MIN_TILES=1, FOLDED_MAX_PIXELS=10 ** 9),
-    "winograd": dict(WINOGRAD_MIN_CHANNELS=1, WINOGRAD_MIN_TILES=1, FOLDED_MAX_PIXELS=0),
-}
 
 
 def force(monkeypatch, algo: str) -> None:

@@ -24,7 +24,8 @@ import time
 import numpy as np
 
 from .. import _dtype as dt
-from .. import backend
+from .. import _runtime, backend
+from ..backends import cudnn
 from .._tensor import Tensor
 from ..autograd.function import Op
 from ..autograd.grad_mode import MODE
@@ -92,8 +93,6 @@ def _benchmarking() -> bool:
     """Whether convolutions choose their algorithm by timing: `ember.backends.cudnn.benchmark` set, as in PyTorch,
     and neither `cudnn.deterministic` nor `ember.use_deterministic_algorithms(True)` (the algorithms round
     differently, and which one wins a timing can differ from run to run)."""
-    from .. import _runtime
-    from ..backends import cudnn
     return bool(cudnn.benchmark) and not cudnn.deterministic and not _runtime.are_deterministic_algorithms_enabled()
 
 

@@ -300,8 +300,8 @@ def _input_grad(dz: np.ndarray, n: int, q: tuple, ohw: tuple, pool: tuple, w: np
     and the GEMM, columns · flipped kernelᵀ, writes a channel-last (N, H, W, C) result, returned as its (N, C, H, W)
     transposed view (one thread, batch 128, W3's conv2 with the scatter: 5.6 -> 4.5 ms against the NCHW scatter
     and conv_transpose_array). With C = 16 that orientation is OpenBLAS's fast one: the W3 step 27.5 -> 24.9 ms at
-    one thread, 31.2 -> 30.3 ms at two, against the channel-first kernel · columnsᵀ, even though the previous
-    layer's backward then reads a strided gradient. `am` is the arrays' module; on a device, one chunk."""
+    one thread, 31.2 -> 30.3 ms at two (a disturbed run: 21 ms is usual), A/B in one process, against the
+    channel-first kernel · columnsᵀ, even though the previous layer's backward then reads a strided gradient. `am` is the arrays' module; on a device, one chunk."""
     if win.s != (1, 1):
         return None
     o, c = w.shape[:2]
